@@ -1,0 +1,195 @@
+// The validated configuration of denormd: plain structs, parsed from YAML once.
+//
+// Nothing downstream of config/ sees raw YAML. LoadConfig() parses a file,
+// validates every field, and either returns a Config that is safe to use as is
+// (every entity type named exists, every path and template parsed, every
+// collection's projections agree) or the complete list of errors, each with its
+// place in the file.
+//
+// The language itself is documented for users in docs/configuration.md.
+#ifndef DENORMD_CONFIG_CONFIG_H_
+#define DENORMD_CONFIG_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace denormd {
+
+// A place in the configuration file, for error messages. line and column count
+// from 1; 0 means unknown.
+struct ConfigPlace {
+  int line = 0;
+  int column = 0;
+};
+
+// One step of a path.
+struct PathStep {
+  enum class Kind {
+    kField,      // "name" (object member)
+    kIndex,      // "[3]" (array element)
+    kFirstWith,  // "[]": the first array element for which the rest of the
+                 // path exists; the path's value is the rest's value there.
+  };
+  Kind kind = Kind::kField;
+  std::string field;  // kField
+  size_t index = 0;   // kIndex
+};
+
+// A path into an entity: "a.b", "a[0]", "a[].b", "a[0].b[].c". At the top
+// level the single step "id" means the entity's id, not a data field.
+struct Path {
+  std::string text;  // as written, for messages
+  std::vector<PathStep> steps;
+};
+
+// A string with {path} parts: "{firstName} {lastName}". "{{" and "}}" are
+// literal braces. Rendering: strings as they are, other values as compact
+// JSON, null or missing as "".
+struct Template {
+  struct Part {
+    bool is_path = false;
+    std::string literal;  // when !is_path
+    Path path;            // when is_path
+  };
+  std::string text;
+  std::vector<Part> parts;
+};
+
+// order_by: "createdAt" ascending, "-createdAt" descending. Values compare as
+// JSON numbers numerically, strings by bytes; entities without the field sort
+// last in either direction; ties by id ascending. No order_by: by id.
+struct OrderBy {
+  bool present = false;
+  bool descending = false;
+  Path path;
+};
+
+struct Expression;
+
+// What a relation copies from each related entity.
+struct Selection {
+  enum class Kind {
+    kWhole,  // no select: the whole data plus "id"
+    kList,   // select: [a, b]: those top-level fields, absent ones left out;
+             //   "id" is the entity's id
+    kMap,    // select: {name: expression}: path, template or {value: ...}
+  };
+  Kind kind = Kind::kWhole;
+  std::vector<std::string> fields;                       // kList
+  std::vector<std::pair<std::string, Expression>> map;   // kMap, in file order
+};
+
+// A field's value in a projection document, or a select-map entry.
+struct Expression {
+  enum class Kind {
+    kPath,      // "a.b"
+    kTemplate,  // "{a} {b}" (any string containing "{")
+    kValue,     // {value: <any YAML>}
+    kCount,     // {count: T, via: F}: number of T whose F is / holds this id
+    kIds,       // {ids: T, via: F [, limit: N]}: their ids, ascending
+    kEmbed,     // {embed: T, via: F [, select] [, order_by] [, limit]}
+    kLookup,    // {lookup: T, by: F [, select] [, missing: skip|null]}
+  };
+  enum class Missing { kSkip, kNull };
+
+  Kind kind = Kind::kPath;
+  ConfigPlace place;
+
+  Path path;                // kPath
+  Template template_;       // kTemplate
+  std::string value_json;   // kValue: the literal as compact JSON text
+
+  std::string entity;       // kCount, kIds, kEmbed, kLookup: the related type
+  Path via;                 // kCount, kIds, kEmbed: the child's reference field
+  Path by;                  // kLookup: this entity's reference field
+  Selection select;         // kEmbed, kLookup
+  OrderBy order_by;         // kEmbed
+  std::optional<uint64_t> limit;  // kIds, kEmbed
+  Missing missing = Missing::kSkip;  // kLookup on an array reference
+};
+
+// One projection: a set of documents in one collection.
+struct ProjectionConfig {
+  enum class Kind {
+    kEntity,   // from: T - one document per live entity of T
+    kBuckets,  // buckets: T - T's entities grouped by a field, `size` a document
+  };
+
+  std::string name;        // the key under projections:
+  std::string collection;  // table name; defaults to name
+  Kind kind = Kind::kEntity;
+  ConfigPlace place;
+
+  // kEntity
+  std::string from;
+  bool has_include = false;
+  std::vector<std::string> include;  // top-level source fields to keep
+  std::vector<std::string> exclude;  // top-level source fields to drop
+  std::vector<std::pair<std::string, Expression>> fields;  // in file order
+  std::string partition_key;  // document field copied into the pk column; "" = none
+
+  // kBuckets: {"id": "<value>:<n>", "<by>": <value>, "<field>": [...]}
+  std::string buckets;      // the grouped entity type
+  Path by;                  // grouping field (only string values group)
+  uint64_t size = 100;      // entities per document, >= 1
+  OrderBy order_by;
+  std::string field = "items";
+  Selection select;
+};
+
+struct KafkaSourceConfig {
+  std::string brokers;               // required when kafka is given
+  std::vector<std::string> topics;   // required, non-empty
+  std::string group;                 // required
+  std::string dead_letter_topic;     // optional; "" = table only
+};
+
+struct StoreConfig {
+  std::string postgres;  // libpq connection string or URL; DENORMD_POSTGRES overrides
+  std::string schema;    // required, a valid SQL identifier
+};
+
+struct BatchConfig {
+  uint64_t max_events = 5000;   // events per transaction, >= 1
+  uint64_t max_delay_ms = 50;   // how long `run` waits to fill a batch
+};
+
+struct Config {
+  std::string path;  // the file it was read from
+  std::optional<KafkaSourceConfig> kafka;
+  StoreConfig store;
+  BatchConfig batch;
+  std::vector<std::string> entities;
+  std::vector<ProjectionConfig> projections;  // in file order
+
+  bool HasEntity(const std::string& type) const;
+  const ProjectionConfig* FindProjection(const std::string& name) const;
+};
+
+struct ConfigError {
+  ConfigPlace place;
+  std::string where;    // dotted location: "projections.books.fields.authors.by"
+  std::string message;  // what is wrong
+
+  // "FILE:LINE:COLUMN: WHERE: MESSAGE"
+  std::string ToString(const std::string& file) const;
+};
+
+// Parses and validates. On success `errors` is empty. On failure `errors` holds
+// every problem found (not just the first), in file order where known.
+// Never throws.
+std::optional<Config> LoadConfig(const std::string& file, std::vector<ConfigError>* errors);
+std::optional<Config> ParseConfig(const std::string& yaml_text, const std::string& file,
+                                  std::vector<ConfigError>* errors);
+
+// Path and template syntax, shared by the parser and by tests.
+// Return false and set *error on bad syntax.
+bool ParsePath(const std::string& text, Path* out, std::string* error);
+bool ParseTemplate(const std::string& text, Template* out, std::string* error);
+
+}  // namespace denormd
+
+#endif  // DENORMD_CONFIG_CONFIG_H_

@@ -1,0 +1,407 @@
+#include "projections/document_builder.h"
+
+#include <algorithm>
+#include <set>
+
+namespace denormd {
+
+std::vector<std::string> ReferenceTargets(const Path& path, const std::string& id,
+                                          const JsonValue& data) {
+  std::vector<std::string> targets;
+  JsonDocument scratch_doc;
+  JsonValue scratch;
+  const JsonValue* value = EvalPath(path, id, data, &scratch, scratch_doc.GetAllocator());
+  if (value == nullptr) return targets;
+  if (value->IsString()) {
+    targets.emplace_back(value->GetString(), value->GetStringLength());
+  } else if (value->IsArray()) {
+    for (const JsonValue& element : value->GetArray()) {
+      if (element.IsString()) targets.emplace_back(element.GetString(), element.GetStringLength());
+    }
+    std::sort(targets.begin(), targets.end());
+    targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+  }
+  return targets;
+}
+
+std::vector<ReferenceRow> ReferenceRowsOf(const ProjectionPlan& plan, const EntityRecord& record) {
+  std::vector<ReferenceRow> rows;
+  if (record.deleted || !record.data) return rows;
+  for (const Path* field : plan.ForType(record.key.type).reference_fields) {
+    for (std::string& target : ReferenceTargets(*field, record.key.id, *record.data)) {
+      rows.push_back({field->text, std::move(target)});
+    }
+  }
+  return rows;
+}
+
+const JsonValue* OrderValue(const OrderBy& order_by, const std::string& id, const JsonValue& data,
+                            JsonValue* scratch, JsonAllocator& allocator) {
+  if (!order_by.present) return nullptr;
+  return EvalPath(order_by.path, id, data, scratch, allocator);
+}
+
+namespace {
+
+// Evaluates a path, template or literal against one entity. Returns false when
+// the value is missing (the field is then left out).
+bool EvalScalarExpression(const Expression& expression, const std::string& id,
+                          const JsonValue& data, JsonValue* out, JsonAllocator& allocator) {
+  switch (expression.kind) {
+    case Expression::Kind::kPath: {
+      JsonValue scratch;
+      const JsonValue* value = EvalPath(expression.path, id, data, &scratch, allocator);
+      if (value == nullptr) return false;
+      out->CopyFrom(*value, allocator);
+      return true;
+    }
+    case Expression::Kind::kTemplate: {
+      std::string text = RenderTemplate(expression.template_, id, data);
+      out->SetString(text.data(), static_cast<rapidjson::SizeType>(text.size()), allocator);
+      return true;
+    }
+    case Expression::Kind::kValue: {
+      JsonDocument literal;
+      if (!ParseJson(expression.value_json, &literal).ok()) return false;
+      out->CopyFrom(literal, allocator);
+      return true;
+    }
+    default:
+      return false;  // relations are not allowed here; config validation rejects them
+  }
+}
+
+void AddMember(JsonValue* object, const std::string& name, JsonValue& value,
+               JsonAllocator& allocator) {
+  JsonValue key(name.data(), static_cast<rapidjson::SizeType>(name.size()), allocator);
+  object->AddMember(key, value, allocator);
+}
+
+// Sorts entities for embed and buckets: by order_by, absent values last, ties
+// (and no order_by) by id ascending.
+void SortEntities(const OrderBy& order_by, std::vector<const EntityRecord*>* entities) {
+  JsonDocument scratch_doc;
+  struct Keyed {
+    const EntityRecord* entity;
+    const JsonValue* order;
+    JsonValue scratch;
+  };
+  std::vector<Keyed> keyed(entities->size());  // sized once: scratch addresses stay valid
+  for (size_t i = 0; i < entities->size(); ++i) {
+    const EntityRecord* entity = (*entities)[i];
+    keyed[i].entity = entity;
+    keyed[i].order = OrderValue(order_by, entity->key.id, *entity->data, &keyed[i].scratch,
+                                scratch_doc.GetAllocator());
+  }
+  std::vector<size_t> index(keyed.size());
+  for (size_t i = 0; i < index.size(); ++i) index[i] = i;
+  std::sort(index.begin(), index.end(), [&](size_t x, size_t y) {
+    const Keyed& a = keyed[x];
+    const Keyed& b = keyed[y];
+    int c = CompareForOrder(a.order, b.order);
+    bool both_present =
+        a.order != nullptr && !a.order->IsNull() && b.order != nullptr && !b.order->IsNull();
+    if (order_by.descending && both_present) c = -c;
+    if (c != 0) return c < 0;
+    return a.entity->key.id < b.entity->key.id;
+  });
+  for (size_t i = 0; i < index.size(); ++i) (*entities)[i] = keyed[index[i]].entity;
+}
+
+std::optional<std::string> PartitionKeyOf(const std::string& partition_key, const JsonValue& doc) {
+  if (partition_key.empty()) return std::nullopt;
+  auto it = doc.FindMember(JsonValue(rapidjson::StringRef(partition_key.data(),
+                                                          partition_key.size())));
+  if (it == doc.MemberEnd() || it->value.IsNull()) return std::nullopt;
+  if (it->value.IsString()) return std::string(it->value.GetString(), it->value.GetStringLength());
+  return ToJson(it->value);
+}
+
+// Related entities prefetched for one relation field, for all units at once.
+struct RelationData {
+  std::vector<Referrer> referrers;                                   // count, ids, embed
+  std::map<std::string, std::vector<const EntityRecord*>> children;  // parent id -> children
+  std::map<std::string, EntityRecord> targets;                       // lookup: id -> live target
+};
+
+Status Prefetch(StoreTransaction* txn, const Expression& expression,
+                const std::vector<const EntityRecord*>& roots, RelationData* data) {
+  std::vector<std::string> root_ids;
+  for (const EntityRecord* root : roots) root_ids.push_back(root->key.id);
+  switch (expression.kind) {
+    case Expression::Kind::kCount:
+    case Expression::Kind::kIds:
+      DENORMD_RETURN_IF_ERROR(
+          txn->FindReferrers(expression.entity, expression.via.text, root_ids, &data->referrers));
+      break;
+    case Expression::Kind::kEmbed:
+      DENORMD_RETURN_IF_ERROR(
+          txn->LoadReferrers(expression.entity, expression.via.text, root_ids, &data->referrers));
+      break;
+    case Expression::Kind::kLookup: {
+      std::set<std::string> ids;
+      for (const EntityRecord* root : roots) {
+        for (std::string& id : ReferenceTargets(expression.by, root->key.id, *root->data)) {
+          ids.insert(std::move(id));
+        }
+      }
+      std::vector<EntityKey> keys;
+      for (const std::string& id : ids) keys.push_back({expression.entity, id});
+      std::vector<EntityRecord> records;
+      DENORMD_RETURN_IF_ERROR(txn->LoadEntities(keys, &records));
+      for (EntityRecord& record : records) {
+        if (!record.deleted) data->targets[record.key.id] = std::move(record);
+      }
+      return Status::Ok();
+    }
+    default:
+      return Status::Ok();
+  }
+  for (const Referrer& referrer : data->referrers) {
+    data->children[referrer.target].push_back(&referrer.entity);
+  }
+  return Status::Ok();
+}
+
+void LookupOne(const Expression& expression, const RelationData& data, const JsonValue& ref,
+               JsonValue* out, bool* present, JsonAllocator& allocator) {
+  *present = false;
+  if (!ref.IsString()) return;
+  auto it = data.targets.find(std::string(ref.GetString(), ref.GetStringLength()));
+  if (it == data.targets.end()) return;
+  ApplySelection(expression.select, it->second.key.id, *it->second.data, out, allocator);
+  *present = true;
+}
+
+// Evaluates a field of an entity document. Returns false when missing.
+bool EvalField(const Expression& expression, const EntityRecord& root, const RelationData& data,
+               JsonValue* out, JsonAllocator& allocator) {
+  static const std::vector<const EntityRecord*> kNone;
+  const std::string& id = root.key.id;
+  switch (expression.kind) {
+    case Expression::Kind::kCount: {
+      auto it = data.children.find(id);
+      out->SetUint64(it == data.children.end() ? 0 : it->second.size());
+      return true;
+    }
+    case Expression::Kind::kIds: {
+      auto it = data.children.find(id);
+      std::vector<std::string> ids;
+      if (it != data.children.end()) {
+        for (const EntityRecord* child : it->second) ids.push_back(child->key.id);
+      }
+      std::sort(ids.begin(), ids.end());
+      if (expression.limit && ids.size() > *expression.limit) ids.resize(*expression.limit);
+      out->SetArray();
+      for (const std::string& child_id : ids) {
+        out->PushBack(JsonValue(child_id.data(), static_cast<rapidjson::SizeType>(child_id.size()),
+                                allocator),
+                      allocator);
+      }
+      return true;
+    }
+    case Expression::Kind::kEmbed: {
+      auto it = data.children.find(id);
+      std::vector<const EntityRecord*> children = it == data.children.end() ? kNone : it->second;
+      SortEntities(expression.order_by, &children);
+      if (expression.limit && children.size() > *expression.limit) {
+        children.resize(*expression.limit);
+      }
+      out->SetArray();
+      for (const EntityRecord* child : children) {
+        JsonValue item;
+        ApplySelection(expression.select, child->key.id, *child->data, &item, allocator);
+        out->PushBack(item, allocator);
+      }
+      return true;
+    }
+    case Expression::Kind::kLookup: {
+      JsonValue scratch;
+      const JsonValue* ref = EvalPath(expression.by, id, *root.data, &scratch, allocator);
+      if (ref == nullptr) return false;
+      if (ref->IsArray()) {
+        out->SetArray();
+        for (const JsonValue& element : ref->GetArray()) {
+          JsonValue item;
+          bool present = false;
+          LookupOne(expression, data, element, &item, &present, allocator);
+          if (present) {
+            out->PushBack(item, allocator);
+          } else if (expression.missing == Expression::Missing::kNull) {
+            out->PushBack(JsonValue(), allocator);
+          }
+        }
+        return true;
+      }
+      bool present = false;
+      LookupOne(expression, data, *ref, out, &present, allocator);
+      if (!present) out->SetNull();
+      return true;
+    }
+    default:
+      return EvalScalarExpression(expression, id, *root.data, out, allocator);
+  }
+}
+
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+}  // namespace
+
+void ApplySelection(const Selection& selection, const std::string& id, const JsonValue& data,
+                    JsonValue* out, JsonAllocator& allocator) {
+  out->SetObject();
+  switch (selection.kind) {
+    case Selection::Kind::kWhole:
+      for (auto it = data.MemberBegin(); it != data.MemberEnd(); ++it) {
+        if (std::string(it->name.GetString(), it->name.GetStringLength()) == "id") continue;
+        JsonValue value(it->value, allocator);
+        JsonValue name(it->name, allocator);
+        out->AddMember(name, value, allocator);
+      }
+      {
+        JsonValue id_value(id.data(), static_cast<rapidjson::SizeType>(id.size()), allocator);
+        AddMember(out, "id", id_value, allocator);
+      }
+      return;
+    case Selection::Kind::kList:
+      for (const std::string& field : selection.fields) {
+        JsonValue value;
+        if (field == "id") {
+          value.SetString(id.data(), static_cast<rapidjson::SizeType>(id.size()), allocator);
+        } else {
+          auto it = data.FindMember(JsonValue(rapidjson::StringRef(field.data(), field.size())));
+          if (it == data.MemberEnd()) continue;
+          value.CopyFrom(it->value, allocator);
+        }
+        AddMember(out, field, value, allocator);
+      }
+      return;
+    case Selection::Kind::kMap:
+      for (const auto& entry : selection.map) {
+        JsonValue value;
+        if (EvalScalarExpression(entry.second, id, data, &value, allocator)) {
+          AddMember(out, entry.first, value, allocator);
+        }
+      }
+      return;
+  }
+}
+
+Status DocumentBuilder::Build(StoreTransaction* txn, size_t projection,
+                              const std::vector<std::string>& units,
+                              std::map<std::string, std::vector<DocumentRow>>* out) const {
+  const ProjectionConfig& config = plan_.config().projections[projection];
+  if (config.kind == ProjectionConfig::Kind::kBuckets) {
+    return BuildBucketDocuments(txn, config, units, out);
+  }
+  return BuildEntityDocuments(txn, config, units, out);
+}
+
+Status DocumentBuilder::BuildEntityDocuments(
+    StoreTransaction* txn, const ProjectionConfig& projection, const std::vector<std::string>& ids,
+    std::map<std::string, std::vector<DocumentRow>>* out) const {
+  std::vector<EntityKey> keys;
+  for (const std::string& id : ids) keys.push_back({projection.from, id});
+  std::vector<EntityRecord> records;
+  DENORMD_RETURN_IF_ERROR(txn->LoadEntities(keys, &records));
+  std::vector<const EntityRecord*> roots;
+  for (const EntityRecord& record : records) {
+    if (!record.deleted && record.data) roots.push_back(&record);
+  }
+  for (const std::string& id : ids) (*out)[id].clear();
+
+  std::vector<RelationData> relations(projection.fields.size());
+  for (size_t f = 0; f < projection.fields.size(); ++f) {
+    if (roots.empty()) break;
+    DENORMD_RETURN_IF_ERROR(Prefetch(txn, projection.fields[f].second, roots, &relations[f]));
+  }
+
+  std::vector<std::string> derived_names;
+  for (const auto& field : projection.fields) derived_names.push_back(field.first);
+
+  for (const EntityRecord* root : roots) {
+    JsonDocument doc(rapidjson::kObjectType);
+    JsonAllocator& allocator = doc.GetAllocator();
+    for (auto it = root->data->MemberBegin(); it != root->data->MemberEnd(); ++it) {
+      std::string name(it->name.GetString(), it->name.GetStringLength());
+      if (name == "id" || Contains(derived_names, name)) continue;
+      if (projection.has_include && !Contains(projection.include, name)) continue;
+      if (Contains(projection.exclude, name)) continue;
+      JsonValue value(it->value, allocator);
+      AddMember(&doc, name, value, allocator);
+    }
+    if (!Contains(derived_names, "id")) {
+      JsonValue id_value(root->key.id.data(), static_cast<rapidjson::SizeType>(root->key.id.size()),
+                         allocator);
+      AddMember(&doc, "id", id_value, allocator);
+    }
+    for (size_t f = 0; f < projection.fields.size(); ++f) {
+      JsonValue value;
+      if (EvalField(projection.fields[f].second, *root, relations[f], &value, allocator)) {
+        AddMember(&doc, projection.fields[f].first, value, allocator);
+      }
+    }
+    DocumentRow row;
+    row.id = root->key.id;
+    row.pk = PartitionKeyOf(projection.partition_key, doc);
+    row.json = ToJson(doc);
+    (*out)[root->key.id].push_back(std::move(row));
+  }
+  return Status::Ok();
+}
+
+Status DocumentBuilder::BuildBucketDocuments(
+    StoreTransaction* txn, const ProjectionConfig& projection,
+    const std::vector<std::string>& groups,
+    std::map<std::string, std::vector<DocumentRow>>* out) const {
+  std::vector<Referrer> members;
+  DENORMD_RETURN_IF_ERROR(txn->LoadReferrers(projection.buckets, projection.by.text, groups,
+                                             &members));
+  std::map<std::string, std::vector<const EntityRecord*>> by_group;
+  for (const std::string& group : groups) by_group[group];
+  JsonDocument scratch_doc;
+  for (const Referrer& member : members) {
+    // Only entities whose grouping value is exactly this string belong to it
+    // (an array holding the value does not).
+    JsonValue scratch;
+    const JsonValue* value = EvalPath(projection.by, member.entity.key.id, *member.entity.data,
+                                      &scratch, scratch_doc.GetAllocator());
+    if (value == nullptr || !value->IsString() ||
+        member.target != std::string(value->GetString(), value->GetStringLength())) {
+      continue;
+    }
+    by_group[member.target].push_back(&member.entity);
+  }
+  for (auto& entry : by_group) {
+    const std::string& group = entry.first;
+    std::vector<const EntityRecord*>& entities = entry.second;
+    std::vector<DocumentRow>& rows = (*out)[group];
+    rows.clear();
+    SortEntities(projection.order_by, &entities);
+    for (size_t start = 0, n = 0; start < entities.size(); start += projection.size, ++n) {
+      JsonDocument doc(rapidjson::kObjectType);
+      JsonAllocator& allocator = doc.GetAllocator();
+      std::string id = group + ":" + std::to_string(n);
+      JsonValue id_value(id.data(), static_cast<rapidjson::SizeType>(id.size()), allocator);
+      AddMember(&doc, "id", id_value, allocator);
+      JsonValue group_value(group.data(), static_cast<rapidjson::SizeType>(group.size()),
+                            allocator);
+      AddMember(&doc, projection.by.text, group_value, allocator);
+      JsonValue items(rapidjson::kArrayType);
+      size_t end = std::min<size_t>(entities.size(), start + projection.size);
+      for (size_t i = start; i < end; ++i) {
+        JsonValue item;
+        ApplySelection(projection.select, entities[i]->key.id, *entities[i]->data, &item,
+                       allocator);
+        items.PushBack(item, allocator);
+      }
+      AddMember(&doc, projection.field, items, allocator);
+      rows.push_back({id, group, ToJson(doc)});
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace denormd

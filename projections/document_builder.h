@@ -1,0 +1,63 @@
+// DocumentBuilder: computes projection documents from the source state.
+//
+// A document is a pure function of the committed source: its root entity and
+// the entities one relation away. The builder computes the documents of many
+// units of one projection at once with set-based reads (one store call per
+// relation, not per document), which is what lets a batch or a rebuild touch
+// thousands of documents cheaply.
+//
+// A unit is what is recomputed as a whole: for an entity projection, the
+// document of one root id; for a bucket projection, all bucket documents of one
+// group value.
+#ifndef DENORMD_PROJECTIONS_DOCUMENT_BUILDER_H_
+#define DENORMD_PROJECTIONS_DOCUMENT_BUILDER_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "projections/projection_plan.h"
+#include "projections/store.h"
+
+namespace denormd {
+
+// The ids a reference field names: the string, or the string elements of the
+// array, at `path` in `data` (sorted, unique). Empty when absent.
+std::vector<std::string> ReferenceTargets(const Path& path, const std::string& id,
+                                          const JsonValue& data);
+
+// The reference-index rows of an entity of `type` (none for a tombstone).
+std::vector<ReferenceRow> ReferenceRowsOf(const ProjectionPlan& plan, const EntityRecord& record);
+
+// What a relation copies from one related entity (select applied), as JSON.
+void ApplySelection(const Selection& selection, const std::string& id, const JsonValue& data,
+                    JsonValue* out, JsonAllocator& allocator);
+
+// The ordering value of an entity for `order_by` (nullptr when absent).
+const JsonValue* OrderValue(const OrderBy& order_by, const std::string& id, const JsonValue& data,
+                            JsonValue* scratch, JsonAllocator& allocator);
+
+class DocumentBuilder {
+ public:
+  explicit DocumentBuilder(const ProjectionPlan& plan) : plan_(plan) {}
+
+  // Computes the documents of `units` of projection `projection`. For each
+  // unit, (*out)[unit] holds its documents: none when the root is gone (entity
+  // projections) or the group is empty (bucket projections).
+  Status Build(StoreTransaction* txn, size_t projection, const std::vector<std::string>& units,
+               std::map<std::string, std::vector<DocumentRow>>* out) const;
+
+ private:
+  Status BuildEntityDocuments(StoreTransaction* txn, const ProjectionConfig& projection,
+                              const std::vector<std::string>& ids,
+                              std::map<std::string, std::vector<DocumentRow>>* out) const;
+  Status BuildBucketDocuments(StoreTransaction* txn, const ProjectionConfig& projection,
+                              const std::vector<std::string>& groups,
+                              std::map<std::string, std::vector<DocumentRow>>* out) const;
+
+  const ProjectionPlan& plan_;
+};
+
+}  // namespace denormd
+
+#endif  // DENORMD_PROJECTIONS_DOCUMENT_BUILDER_H_

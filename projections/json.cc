@@ -1,0 +1,202 @@
+#include "projections/json.h"
+
+#include <cstring>
+
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace denormd {
+
+Status ParseJson(const std::string& text, JsonDocument* out) {
+  out->Parse<rapidjson::kParseFullPrecisionFlag>(text.data(), text.size());
+  if (out->HasParseError()) {
+    return Status::InvalidInput(std::string("not valid JSON: ") +
+                                rapidjson::GetParseError_En(out->GetParseError()) +
+                                " at byte " + std::to_string(out->GetErrorOffset()));
+  }
+  return Status::Ok();
+}
+
+Status ParseJsonShared(const std::string& text, JsonPtr* out) {
+  auto doc = std::make_shared<JsonDocument>();
+  DENORMD_RETURN_IF_ERROR(ParseJson(text, doc.get()));
+  *out = std::move(doc);
+  return Status::Ok();
+}
+
+std::string ToJson(const JsonValue& value) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  value.Accept(writer);
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+bool JsonEquals(const JsonValue& a, const JsonValue& b) {
+  if (a.IsNumber() && b.IsNumber()) {
+    if (a.IsDouble() || b.IsDouble()) return a.GetDouble() == b.GetDouble();
+    if (a.IsUint64() && b.IsUint64()) return a.GetUint64() == b.GetUint64();
+    if (a.IsInt64() && b.IsInt64()) return a.GetInt64() == b.GetInt64();
+    return false;
+  }
+  if (a.GetType() != b.GetType()) return false;
+  switch (a.GetType()) {
+    case rapidjson::kObjectType: {
+      if (a.MemberCount() != b.MemberCount()) return false;
+      for (auto it = a.MemberBegin(); it != a.MemberEnd(); ++it) {
+        auto other = b.FindMember(it->name);
+        if (other == b.MemberEnd() || !JsonEquals(it->value, other->value)) return false;
+      }
+      return true;
+    }
+    case rapidjson::kArrayType: {
+      if (a.Size() != b.Size()) return false;
+      for (rapidjson::SizeType i = 0; i < a.Size(); ++i) {
+        if (!JsonEquals(a[i], b[i])) return false;
+      }
+      return true;
+    }
+    default:
+      return a == b;
+  }
+}
+
+void ApplyMergePatch(JsonValue* target, const JsonValue& patch, JsonAllocator& allocator) {
+  if (!patch.IsObject()) {
+    target->CopyFrom(patch, allocator);
+    return;
+  }
+  if (!target->IsObject()) target->SetObject();
+  for (auto it = patch.MemberBegin(); it != patch.MemberEnd(); ++it) {
+    auto existing = target->FindMember(it->name);
+    if (it->value.IsNull()) {
+      if (existing != target->MemberEnd()) target->EraseMember(existing);
+      continue;
+    }
+    if (existing == target->MemberEnd()) {
+      JsonValue name(it->name, allocator);
+      JsonValue value(rapidjson::kNullType);
+      ApplyMergePatch(&value, it->value, allocator);
+      target->AddMember(name, value, allocator);
+    } else {
+      ApplyMergePatch(&existing->value, it->value, allocator);
+    }
+  }
+}
+
+namespace {
+
+const JsonValue* EvalSteps(const std::vector<PathStep>& steps, size_t from, const JsonValue& at) {
+  const JsonValue* current = &at;
+  for (size_t i = from; i < steps.size(); ++i) {
+    const PathStep& step = steps[i];
+    switch (step.kind) {
+      case PathStep::Kind::kField: {
+        if (!current->IsObject()) return nullptr;
+        auto it = current->FindMember(
+            JsonValue(rapidjson::StringRef(step.field.data(), step.field.size())));
+        if (it == current->MemberEnd()) return nullptr;
+        current = &it->value;
+        break;
+      }
+      case PathStep::Kind::kIndex:
+        if (!current->IsArray() || step.index >= current->Size()) return nullptr;
+        current = &(*current)[static_cast<rapidjson::SizeType>(step.index)];
+        break;
+      case PathStep::Kind::kFirstWith:
+        if (!current->IsArray()) return nullptr;
+        for (const JsonValue& element : current->GetArray()) {
+          const JsonValue* found = EvalSteps(steps, i + 1, element);
+          if (found != nullptr) return found;
+        }
+        return nullptr;
+    }
+  }
+  return current;
+}
+
+}  // namespace
+
+const JsonValue* EvalPath(const Path& path, const std::string& entity_id, const JsonValue& data,
+                          JsonValue* scratch, JsonAllocator& scratch_allocator) {
+  if (path.steps.size() == 1 && path.steps[0].kind == PathStep::Kind::kField &&
+      path.steps[0].field == "id") {
+    scratch->SetString(entity_id.data(), static_cast<rapidjson::SizeType>(entity_id.size()),
+                       scratch_allocator);
+    return scratch;
+  }
+  return EvalSteps(path.steps, 0, data);
+}
+
+std::string RenderTemplate(const Template& tmpl, const std::string& entity_id,
+                           const JsonValue& data) {
+  std::string out;
+  JsonDocument scratch_doc;
+  for (const Template::Part& part : tmpl.parts) {
+    if (!part.is_path) {
+      out += part.literal;
+      continue;
+    }
+    JsonValue scratch;
+    const JsonValue* value =
+        EvalPath(part.path, entity_id, data, &scratch, scratch_doc.GetAllocator());
+    if (value == nullptr || value->IsNull()) continue;
+    if (value->IsString()) {
+      out.append(value->GetString(), value->GetStringLength());
+    } else {
+      out += ToJson(*value);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+int TypeRank(const JsonValue& v) {
+  if (v.IsNumber()) return 0;
+  if (v.IsString()) return 1;
+  if (v.IsBool()) return 2;
+  if (v.IsArray()) return 3;
+  return 4;  // object
+}
+
+int CompareBytes(const char* a, size_t na, const char* b, size_t nb) {
+  int c = std::memcmp(a, b, na < nb ? na : nb);
+  if (c != 0) return c;
+  return na < nb ? -1 : (na > nb ? 1 : 0);
+}
+
+}  // namespace
+
+int CompareForOrder(const JsonValue* a, const JsonValue* b) {
+  bool a_absent = a == nullptr || a->IsNull();
+  bool b_absent = b == nullptr || b->IsNull();
+  if (a_absent || b_absent) return a_absent == b_absent ? 0 : (a_absent ? 1 : -1);
+  int ra = TypeRank(*a), rb = TypeRank(*b);
+  if (ra != rb) return ra < rb ? -1 : 1;
+  switch (ra) {
+    case 0: {
+      if (a->IsInt64() && b->IsInt64()) {
+        int64_t x = a->GetInt64(), y = b->GetInt64();
+        return x < y ? -1 : (x > y ? 1 : 0);
+      }
+      if (a->IsUint64() && b->IsUint64()) {
+        uint64_t x = a->GetUint64(), y = b->GetUint64();
+        return x < y ? -1 : (x > y ? 1 : 0);
+      }
+      double x = a->GetDouble(), y = b->GetDouble();
+      return x < y ? -1 : (x > y ? 1 : 0);
+    }
+    case 1:
+      return CompareBytes(a->GetString(), a->GetStringLength(), b->GetString(),
+                          b->GetStringLength());
+    case 2:
+      return a->GetBool() == b->GetBool() ? 0 : (a->GetBool() ? 1 : -1);
+    default: {
+      std::string x = ToJson(*a), y = ToJson(*b);
+      return CompareBytes(x.data(), x.size(), y.data(), y.size());
+    }
+  }
+}
+
+}  // namespace denormd

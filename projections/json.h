@@ -1,0 +1,59 @@
+// JSON values of entities and documents, and the operations the projection
+// language needs on them: paths, templates, RFC 7396 merge patches, ordering.
+//
+// Entity data is held as an immutable, shared RapidJSON document (JsonPtr) so
+// that one stored entity can feed many documents without copies.
+#ifndef DENORMD_PROJECTIONS_JSON_H_
+#define DENORMD_PROJECTIONS_JSON_H_
+
+#include <memory>
+#include <string>
+
+#include <rapidjson/document.h>
+
+#include "common/status.h"
+#include "config/config.h"
+
+namespace denormd {
+
+using JsonDocument = rapidjson::Document;
+using JsonValue = rapidjson::Value;
+using JsonAllocator = rapidjson::Document::AllocatorType;
+using JsonPtr = std::shared_ptr<const JsonDocument>;
+
+// Parses `text` (full-precision numbers). On failure returns InvalidInput
+// naming the error and its byte offset.
+Status ParseJson(const std::string& text, JsonDocument* out);
+// Like ParseJson, returning a shared immutable document.
+Status ParseJsonShared(const std::string& text, JsonPtr* out);
+
+// Compact JSON text of a value.
+std::string ToJson(const JsonValue& value);
+
+// Structural equality: objects compare as unordered maps, numbers by value.
+bool JsonEquals(const JsonValue& a, const JsonValue& b);
+
+// Applies an RFC 7396 merge patch to `target` in place.
+void ApplyMergePatch(JsonValue* target, const JsonValue& patch, JsonAllocator& allocator);
+
+// Evaluates a path against an entity: `id` is the entity's id when the path is
+// the single step "id" (written into *scratch, which must outlive the result);
+// otherwise the path walks `data`. Returns nullptr when the path is absent.
+const JsonValue* EvalPath(const Path& path, const std::string& entity_id, const JsonValue& data,
+                          JsonValue* scratch, JsonAllocator& scratch_allocator);
+
+// Renders a template: strings as they are, other values as compact JSON,
+// null or missing as "".
+std::string RenderTemplate(const Template& tmpl, const std::string& entity_id,
+                           const JsonValue& data);
+
+// Total order for order_by: present values before absent (nullptr or JSON
+// null) in either direction; numbers < strings < booleans < arrays < objects;
+// numbers numerically, strings by bytes, others by their JSON text. Returns
+// <0, 0, >0 for ascending order; the caller flips for descending but keeps
+// absent values last.
+int CompareForOrder(const JsonValue* a, const JsonValue* b);
+
+}  // namespace denormd
+
+#endif  // DENORMD_PROJECTIONS_JSON_H_
