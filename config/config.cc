@@ -1,0 +1,1061 @@
+// Parsing and validation of the denormd configuration (see config.h and
+// docs/configuration.md).
+//
+// The parser walks the YAML tree once, filling the plain structs of config.h
+// and recording every problem it meets as a ConfigError; it never stops at the
+// first one. Checks that need the whole file (entity types, collections shared
+// by several projections) run after the walk. yaml-cpp exceptions are caught
+// at the boundary: nothing here throws to the caller.
+#include "config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace denormd {
+namespace {
+
+using KeyList = std::vector<std::string>;
+
+const KeyList kTopKeys = {"source", "store", "batch", "entities", "projections"};
+const KeyList kSourceKeys = {"kafka"};
+const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic"};
+const KeyList kStoreKeys = {"postgres", "schema"};
+const KeyList kBatchKeys = {"max_events", "max_delay_ms"};
+const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
+                                 "exclude", "fields", "partition_key", "by",
+                                 "size", "order_by", "field", "select"};
+const KeyList kEntityOnlyKeys = {"include", "exclude", "fields", "partition_key"};
+const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select"};
+// The key naming an expression's kind, and every key an expression may have.
+const KeyList kKindKeys = {"value", "count", "ids", "embed", "lookup"};
+const KeyList kExpressionKeys = {"value", "count", "ids", "embed", "lookup", "via",
+                                 "by", "select", "order_by", "limit", "missing"};
+// Tables denormd keeps next to the collections, in the same schema.
+const KeyList kReservedTables = {"entities", "refs", "positions", "dead_letters", "counters"};
+
+bool Contains(const KeyList& list, const std::string& s) {
+  return std::find(list.begin(), list.end(), s) != list.end();
+}
+
+std::string Quote(const std::string& s) { return "\"" + s + "\""; }
+
+std::string JoinKeys(const KeyList& keys) {
+  std::string out;
+  for (const std::string& key : keys) out += (out.empty() ? "" : ", ") + key;
+  return out;
+}
+
+// Levenshtein distance, for "did you mean" suggestions.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean "x"?)" for the closest candidate at distance <= 2 (and
+// shorter than the word itself, so that "x" does not suggest "by"); else "".
+std::string Suggestion(const std::string& word, const KeyList& candidates) {
+  const std::string* best = nullptr;
+  size_t best_distance = 3;
+  for (const std::string& candidate : candidates) {
+    const size_t distance = EditDistance(word, candidate);
+    if (distance < best_distance && distance < word.size()) {
+      best = &candidate;
+      best_distance = distance;
+    }
+  }
+  return best ? " (did you mean " + Quote(*best) + "?)" : "";
+}
+
+// A lowercase SQL identifier that needs no quoting: [a-z_][a-z0-9_]*, <= 63.
+bool IsSqlIdentifier(const std::string& s) {
+  if (s.empty() || s.size() > 63 || (s[0] >= '0' && s[0] <= '9')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+// A character that may appear in a path's field name: anything but the
+// path and template punctuation and ASCII whitespace.
+bool IsFieldNameChar(char c) {
+  return std::strchr(".[]{}", c) == nullptr && !std::isspace(static_cast<unsigned char>(c));
+}
+
+ConfigPlace PlaceOf(const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  if (mark.is_null()) return {};
+  return {mark.line + 1, mark.column + 1};
+}
+
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar: return "the scalar " + Quote(node.Scalar());
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a map";
+    default: return "nothing";
+  }
+}
+
+// ----------------------------------------------------------------------------
+// {value: X} as compact JSON.
+
+void AppendJsonString(const std::string& s, std::string* out) {
+  out->push_back('"');
+  for (const char c : s) {
+    switch (c) {
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\t': *out += "\\t"; break;
+      case '\r': *out += "\\r"; break;
+      case '\b': *out += "\\b"; break;
+      case '\f': *out += "\\f"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buffer[8];
+          std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
+          *out += buffer;
+        } else {
+          out->push_back(c);
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+// A YAML 1.2 decimal number ("+007", "-1.5e3", ".5", "1.") rewritten as JSON
+// ("7", "-1.5e3", "0.5", "1.0"). False if `s` is not one.
+bool DecimalToJson(const std::string& s, std::string* json) {
+  size_t i = 0;
+  std::string sign;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) sign = s[i++] == '-' ? "-" : "";
+  const auto digits = [&s, &i]() {
+    const size_t start = i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    return s.substr(start, i - start);
+  };
+  std::string whole = digits();
+  std::string fraction;
+  const bool has_point = i < s.size() && s[i] == '.';
+  if (has_point) {
+    ++i;
+    fraction = digits();
+  }
+  if (whole.empty() && fraction.empty()) return false;
+  std::string exponent;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    exponent = "e";
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) exponent += s[i++];
+    const std::string exponent_digits = digits();
+    if (exponent_digits.empty()) return false;
+    exponent += exponent_digits;
+  }
+  if (i != s.size()) return false;
+  whole.erase(0, std::min(whole.find_first_not_of('0'), whole.size()));
+  if (whole.empty()) whole = "0";
+  *json = sign + whole + (has_point ? "." + (fraction.empty() ? "0" : fraction) : "") + exponent;
+  return true;
+}
+
+// A plain (unquoted, untagged) scalar resolved as the YAML 1.2 core schema
+// does: booleans, integers (also 0x.. and 0o..) and floats; else a string.
+// .inf and .nan have no JSON form and stay strings.
+std::string PlainScalarToJson(const std::string& s) {
+  if (s == "true" || s == "True" || s == "TRUE") return "true";
+  if (s == "false" || s == "False" || s == "FALSE") return "false";
+  std::string json;
+  if (DecimalToJson(s, &json)) return json;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'o')) {
+    const int base = s[1] == 'x' ? 16 : 8;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(s.c_str() + 2, &end, base);
+    if (errno == 0 && *end == '\0' && std::isalnum(static_cast<unsigned char>(s[2]))) {
+      return std::to_string(n);
+    }
+  }
+  json.clear();
+  AppendJsonString(s, &json);
+  return json;
+}
+
+// Appends `node` as compact JSON; false with *error if it has no JSON form.
+bool AppendJson(const YAML::Node& node, std::string* out, std::string* error) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar: {
+      const std::string& tag = node.Tag();
+      const bool plain = tag == "?" || tag == "tag:yaml.org,2002:int" ||
+                         tag == "tag:yaml.org,2002:float" || tag == "tag:yaml.org,2002:bool";
+      if (plain) {
+        *out += PlainScalarToJson(node.Scalar());
+      } else {
+        AppendJsonString(node.Scalar(), out);
+      }
+      return true;
+    }
+    case YAML::NodeType::Sequence: {
+      out->push_back('[');
+      bool first = true;
+      for (const YAML::Node& element : node) {
+        if (!first) out->push_back(',');
+        first = false;
+        if (!AppendJson(element, out, error)) return false;
+      }
+      out->push_back(']');
+      return true;
+    }
+    case YAML::NodeType::Map: {
+      out->push_back('{');
+      std::set<std::string> seen;
+      for (const auto& entry : node) {
+        if (!entry.first.IsScalar()) {
+          *error = "keys in a value must be strings";
+          return false;
+        }
+        if (!seen.insert(entry.first.Scalar()).second) {
+          *error = "duplicate key " + Quote(entry.first.Scalar()) + " in a value";
+          return false;
+        }
+        if (seen.size() > 1) out->push_back(',');
+        AppendJsonString(entry.first.Scalar(), out);
+        out->push_back(':');
+        if (!AppendJson(entry.second, out, error)) return false;
+      }
+      out->push_back('}');
+      return true;
+    }
+    default:
+      *out += "null";
+      return true;
+  }
+}
+
+// ----------------------------------------------------------------------------
+// The tree walk.
+
+// A YAML node with its dotted location and the place to report it at (for a
+// null map value, the place of its key: yaml-cpp marks nulls at the next token).
+struct Item {
+  YAML::Node node;
+  std::string where;
+  ConfigPlace place;
+};
+
+struct Entry {
+  std::string key;
+  ConfigPlace key_place;
+  Item value;
+};
+
+// Where each projection's collection and partition key were written, for the
+// checks across projections.
+struct CollectionUse {
+  std::string where;
+  ConfigPlace place;
+};
+
+// "parent.key"; an empty key shows as "".
+std::string Child(const std::string& where, const std::string& key) {
+  const std::string shown = key.empty() ? "\"\"" : key;
+  return where.empty() ? shown : where + "." + shown;
+}
+
+class ConfigParser {
+ public:
+  explicit ConfigParser(std::vector<ConfigError>* errors) : errors_(errors) {}
+
+  // Fills *config from the document `root`; problems go to the error list.
+  void Parse(const YAML::Node& root, Config* config);
+
+ private:
+  void Error(const ConfigPlace& place, const std::string& where, const std::string& message) {
+    errors_->push_back(ConfigError{place, where, message});
+  }
+  void Error(const Item& item, const std::string& message) {
+    Error(item.place, item.where, message);
+  }
+
+  // Generic shapes. Each reports what is wrong and returns false on failure.
+  bool ExpectMap(const Item& item);
+  std::vector<Entry> Entries(const Item& item);
+  std::map<std::string, Item> ReadKeys(const Item& item, const KeyList& allowed,
+                                       const std::string& context = "",
+                                       const KeyList& known_elsewhere = {});
+  bool Require(const Item& parent, const std::map<std::string, Item>& keys,
+               const std::string& key);
+  bool ReadString(const Item& item, std::string* out);
+  bool ReadNonEmptyString(const Item& item, std::string* out);
+  bool ReadUint(const Item& item, uint64_t min, uint64_t* out);
+  bool ReadStringList(const Item& item, bool non_empty, std::vector<std::string>* out);
+  bool ReadPath(const Item& item, Path* out);
+  bool ReadOrderBy(const Item& item, OrderBy* out);
+  bool ReadEntityType(const Item& item, std::string* out);
+  bool ReadSqlName(const Item& item, const std::string& what, const std::string& name,
+                   bool check_reserved);
+
+  // Sections.
+  void ReadSource(const Item& item, Config* config);
+  void ReadStore(const Item& item, Config* config);
+  void ReadBatch(const Item& item, Config* config);
+  void ReadEntities(const Item& item, Config* config);
+  void ReadProjections(const Item& item, Config* config);
+  void ReadProjection(const Entry& entry, ProjectionConfig* out, CollectionUse* use);
+  void ReadEntityProjection(const std::map<std::string, Item>& keys, ProjectionConfig* out);
+  void ReadBucketsProjection(const Item& item, const std::map<std::string, Item>& keys,
+                             ProjectionConfig* out);
+  bool ReadExpression(const Item& item, bool in_select, Expression* out);
+  bool ReadRelation(const Item& item, const std::string& kind, Expression* out);
+  bool ReadSelection(const Item& item, Selection* out);
+  void CheckCollections(const Config& config, const std::vector<CollectionUse>& uses);
+
+  std::vector<ConfigError>* errors_;
+  std::set<std::string> entities_;
+  bool entities_known_ = false;  // false: skip entity checks (entities is broken)
+};
+
+bool ConfigParser::ExpectMap(const Item& item) {
+  if (item.node.IsMap()) return true;
+  Error(item, "expected a map, found " + Describe(item.node));
+  return false;
+}
+
+// The map's entries in file order; reports non-string and duplicate keys and
+// leaves them out.
+std::vector<Entry> ConfigParser::Entries(const Item& item) {
+  std::vector<Entry> entries;
+  std::map<std::string, int> first_line;
+  for (const auto& pair : item.node) {
+    const ConfigPlace key_place = PlaceOf(pair.first);
+    if (!pair.first.IsScalar()) {
+      Error(key_place, item.where, "keys must be strings, found " + Describe(pair.first));
+      continue;
+    }
+    const std::string key = pair.first.Scalar();
+    const auto [it, inserted] = first_line.emplace(key, key_place.line);
+    if (!inserted) {
+      Error(key_place, Child(item.where, key),
+            "duplicate key " + Quote(key) + " (first at line " + std::to_string(it->second) + ")");
+      continue;
+    }
+    const ConfigPlace value_place = pair.second.IsNull() ? key_place : PlaceOf(pair.second);
+    Item value{pair.second, Child(item.where, key), value_place};
+    entries.push_back(Entry{key, key_place, std::move(value)});
+  }
+  return entries;
+}
+
+// The map's entries by key, reporting keys not in `allowed`. A key that is in
+// `known_elsewhere` is named as misplaced in `context` rather than unknown.
+std::map<std::string, Item> ConfigParser::ReadKeys(const Item& item, const KeyList& allowed,
+                                                   const std::string& context,
+                                                   const KeyList& known_elsewhere) {
+  std::map<std::string, Item> keys;
+  for (Entry& entry : Entries(item)) {
+    if (Contains(allowed, entry.key)) {
+      keys.emplace(entry.key, std::move(entry.value));
+    } else if (Contains(known_elsewhere, entry.key)) {
+      Error(entry.key_place, entry.value.where,
+            Quote(entry.key) + " is not allowed in " + context + " (allowed: " +
+                JoinKeys(allowed) + ")");
+    } else {
+      Error(entry.key_place, entry.value.where,
+            "unknown key " + Quote(entry.key) + Suggestion(entry.key, allowed));
+    }
+  }
+  return keys;
+}
+
+bool ConfigParser::Require(const Item& parent, const std::map<std::string, Item>& keys,
+                           const std::string& key) {
+  if (keys.count(key)) return true;
+  Error(parent.place, Child(parent.where, key), "missing required key " + Quote(key));
+  return false;
+}
+
+bool ConfigParser::ReadString(const Item& item, std::string* out) {
+  if (!item.node.IsScalar()) {
+    Error(item, "expected a string, found " + Describe(item.node));
+    return false;
+  }
+  *out = item.node.Scalar();
+  return true;
+}
+
+bool ConfigParser::ReadNonEmptyString(const Item& item, std::string* out) {
+  if (!ReadString(item, out)) return false;
+  if (!out->empty()) return true;
+  Error(item, "must not be empty");
+  return false;
+}
+
+bool ConfigParser::ReadUint(const Item& item, uint64_t min, uint64_t* out) {
+  const std::string wanted =
+      min == 1 ? "a positive integer" : "an integer >= " + std::to_string(min);
+  const std::string text = item.node.IsScalar() ? item.node.Scalar() : "";
+  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
+  errno = 0;
+  const unsigned long long value = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
+  if (!digits || errno == ERANGE || value < min) {
+    Error(item, "must be " + wanted + ", found " + Describe(item.node));
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+bool ConfigParser::ReadStringList(const Item& item, bool non_empty,
+                                  std::vector<std::string>* out) {
+  if (!item.node.IsSequence()) {
+    Error(item, "expected a list, found " + Describe(item.node));
+    return false;
+  }
+  if (non_empty && item.node.size() == 0) {
+    Error(item, "must not be an empty list");
+    return false;
+  }
+  bool ok = true;
+  for (size_t i = 0; i < item.node.size(); ++i) {
+    const YAML::Node element = item.node[i];
+    const Item element_item{element, item.where + "[" + std::to_string(i) + "]",
+                            element.IsNull() ? item.place : PlaceOf(element)};
+    std::string value;
+    if (ReadNonEmptyString(element_item, &value)) {
+      out->push_back(value);
+    } else {
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+bool ConfigParser::ReadPath(const Item& item, Path* out) {
+  std::string text, error;
+  if (!ReadString(item, &text)) return false;
+  if (ParsePath(text, out, &error)) return true;
+  Error(item, error);
+  return false;
+}
+
+bool ConfigParser::ReadOrderBy(const Item& item, OrderBy* out) {
+  std::string text, error;
+  if (!ReadString(item, &text)) return false;
+  const bool descending = !text.empty() && text[0] == '-';
+  Path path;
+  if (!ParsePath(descending ? text.substr(1) : text, &path, &error)) {
+    Error(item, "bad order_by " + Quote(text) + " (a path, optionally after '-'): " + error);
+    return false;
+  }
+  out->present = true;
+  out->descending = descending;
+  out->path = std::move(path);
+  return true;
+}
+
+bool ConfigParser::ReadEntityType(const Item& item, std::string* out) {
+  if (!ReadNonEmptyString(item, out)) return false;
+  if (!entities_known_ || entities_.count(*out)) return true;
+  Error(item, "unknown entity type " + Quote(*out) + " (not in entities)" +
+                  Suggestion(*out, KeyList(entities_.begin(), entities_.end())));
+  return false;
+}
+
+bool ConfigParser::ReadSqlName(const Item& item, const std::string& what, const std::string& name,
+                               bool check_reserved) {
+  if (!IsSqlIdentifier(name)) {
+    Error(item, what + " " + Quote(name) +
+                    " is not a valid SQL identifier (lowercase letters, digits and '_', "
+                    "not starting with a digit, at most 63 characters)");
+    return false;
+  }
+  if (check_reserved && Contains(kReservedTables, name)) {
+    Error(item, what + " " + Quote(name) + " clashes with a table denormd keeps itself (" +
+                    JoinKeys(kReservedTables) + ")");
+    return false;
+  }
+  return true;
+}
+
+void ConfigParser::Parse(const YAML::Node& root, Config* config) {
+  const Item top{root, "", PlaceOf(root)};
+  if (root.IsNull()) {
+    Error(top, "the configuration is empty");
+    return;
+  }
+  if (!root.IsMap()) {
+    Error(top, "the configuration must be a map with the keys " + JoinKeys(kTopKeys) +
+                   ", found " + Describe(root));
+    return;
+  }
+  const std::map<std::string, Item> keys = ReadKeys(top, kTopKeys);
+  const auto section = [&keys](const std::string& key) { return keys.find(key); };
+  if (section("source") != keys.end()) ReadSource(section("source")->second, config);
+  if (Require(top, keys, "store")) ReadStore(section("store")->second, config);
+  if (section("batch") != keys.end()) ReadBatch(section("batch")->second, config);
+  if (Require(top, keys, "entities")) ReadEntities(section("entities")->second, config);
+  if (Require(top, keys, "projections")) {
+    ReadProjections(section("projections")->second, config);
+  }
+}
+
+void ConfigParser::ReadSource(const Item& item, Config* config) {
+  if (!ExpectMap(item)) return;
+  const auto keys = ReadKeys(item, kSourceKeys);
+  const auto kafka_it = keys.find("kafka");
+  if (kafka_it == keys.end()) return;
+  const Item& kafka_item = kafka_it->second;
+  if (!ExpectMap(kafka_item)) return;
+  const auto kafka = ReadKeys(kafka_item, kKafkaKeys);
+  KafkaSourceConfig out;
+  if (Require(kafka_item, kafka, "brokers")) ReadNonEmptyString(kafka.at("brokers"), &out.brokers);
+  if (Require(kafka_item, kafka, "topics")) ReadStringList(kafka.at("topics"), true, &out.topics);
+  if (Require(kafka_item, kafka, "group")) ReadNonEmptyString(kafka.at("group"), &out.group);
+  if (kafka.count("dead_letter_topic")) {
+    ReadString(kafka.at("dead_letter_topic"), &out.dead_letter_topic);
+  }
+  config->kafka = std::move(out);
+}
+
+void ConfigParser::ReadStore(const Item& item, Config* config) {
+  if (!ExpectMap(item)) return;
+  const auto keys = ReadKeys(item, kStoreKeys);
+  if (keys.count("postgres")) ReadString(keys.at("postgres"), &config->store.postgres);
+  if (Require(item, keys, "schema") && ReadString(keys.at("schema"), &config->store.schema)) {
+    ReadSqlName(keys.at("schema"), "schema", config->store.schema, false);
+  }
+}
+
+void ConfigParser::ReadBatch(const Item& item, Config* config) {
+  if (!ExpectMap(item)) return;
+  const auto keys = ReadKeys(item, kBatchKeys);
+  if (keys.count("max_events")) ReadUint(keys.at("max_events"), 1, &config->batch.max_events);
+  if (keys.count("max_delay_ms")) {
+    ReadUint(keys.at("max_delay_ms"), 0, &config->batch.max_delay_ms);
+  }
+}
+
+void ConfigParser::ReadEntities(const Item& item, Config* config) {
+  if (!item.node.IsSequence()) {
+    Error(item, "expected a list of entity types, found " + Describe(item.node));
+    return;
+  }
+  entities_known_ = true;
+  std::vector<std::string> names;
+  ReadStringList(item, true, &names);
+  std::map<std::string, size_t> first_index;
+  for (size_t i = 0; i < item.node.size(); ++i) {
+    const YAML::Node element = item.node[i];
+    if (!element.IsScalar() || element.Scalar().empty()) continue;
+    const std::string& name = element.Scalar();
+    const auto [it, inserted] = first_index.emplace(name, i);
+    if (inserted) {
+      config->entities.push_back(name);
+      entities_.insert(name);
+    } else {
+      Error(PlaceOf(element), item.where + "[" + std::to_string(i) + "]",
+            "duplicate entity type " + Quote(name) + " (also entities[" +
+                std::to_string(it->second) + "])");
+    }
+  }
+}
+
+void ConfigParser::ReadProjections(const Item& item, Config* config) {
+  if (!ExpectMap(item)) return;
+  const std::vector<Entry> entries = Entries(item);
+  std::vector<CollectionUse> uses;
+  for (const Entry& entry : entries) {
+    ProjectionConfig projection;
+    CollectionUse use;
+    ReadProjection(entry, &projection, &use);
+    config->projections.push_back(std::move(projection));
+    uses.push_back(std::move(use));
+  }
+  CheckCollections(*config, uses);
+}
+
+void ConfigParser::ReadProjection(const Entry& entry, ProjectionConfig* out, CollectionUse* use) {
+  const Item& item = entry.value;
+  out->name = entry.key;
+  out->place = entry.key_place;
+  out->collection = entry.key;
+  *use = CollectionUse{item.where, entry.key_place};
+  if (entry.key.empty()) Error(entry.key_place, item.where, "a projection name must not be empty");
+  if (!ExpectMap(item)) return;
+  const auto keys = ReadKeys(item, kProjectionKeys);
+  const bool has_from = keys.count("from") > 0;
+  const bool has_buckets = keys.count("buckets") > 0;
+  if (has_from && has_buckets) {
+    Error(item, "give either \"from\" or \"buckets\", not both");
+  } else if (!has_from && !has_buckets) {
+    Error(item.place, item.where, "missing required key \"from\" or \"buckets\"");
+  }
+  const auto collection = keys.find("collection");
+  if (collection != keys.end()) {
+    use->where = collection->second.where;
+    use->place = collection->second.place;
+    if (ReadString(collection->second, &out->collection)) {
+      ReadSqlName(collection->second, "collection", out->collection, true);
+    }
+  } else if (!entry.key.empty()) {
+    ReadSqlName(Item{item.node, item.where, entry.key_place},
+                "collection (the projection's name)", out->collection, true);
+  }
+  if (has_buckets) {
+    ReadBucketsProjection(item, keys, out);
+  } else if (has_from) {
+    ReadEntityProjection(keys, out);
+  }
+}
+
+void ConfigParser::ReadEntityProjection(const std::map<std::string, Item>& keys,
+                                        ProjectionConfig* out) {
+  out->kind = ProjectionConfig::Kind::kEntity;
+  ReadEntityType(keys.at("from"), &out->from);
+  for (const std::string& key : kBucketsOnlyKeys) {
+    if (keys.count(key)) {
+      const Item& item = keys.at(key);
+      const bool relation_key = key == "select" || key == "order_by";
+      Error(item, Quote(key) + " is only allowed in a buckets projection" +
+                      (relation_key ? " or inside an embed or lookup" : ""));
+    }
+  }
+  const auto include = keys.find("include");
+  const auto exclude = keys.find("exclude");
+  if (include != keys.end()) {
+    out->has_include = true;
+    ReadStringList(include->second, false, &out->include);
+  }
+  if (exclude != keys.end()) {
+    if (include != keys.end()) {
+      Error(exclude->second, "give either \"include\" or \"exclude\", not both");
+    } else {
+      ReadStringList(exclude->second, false, &out->exclude);
+    }
+  }
+  if (keys.count("partition_key")) {
+    ReadNonEmptyString(keys.at("partition_key"), &out->partition_key);
+  }
+  const auto fields = keys.find("fields");
+  if (fields == keys.end() || !ExpectMap(fields->second)) return;
+  for (const Entry& entry : Entries(fields->second)) {
+    if (entry.key.empty()) {
+      Error(entry.key_place, entry.value.where, "a field name must not be empty");
+      continue;
+    }
+    if (entry.key == "id") {
+      Error(entry.key_place, entry.value.where,
+            "\"id\" is the document's id and cannot be derived; choose another name");
+      continue;
+    }
+    Expression expression;
+    if (ReadExpression(entry.value, false, &expression)) {
+      out->fields.emplace_back(entry.key, std::move(expression));
+    }
+  }
+}
+
+void ConfigParser::ReadBucketsProjection(const Item& item, const std::map<std::string, Item>& keys,
+                                         ProjectionConfig* out) {
+  out->kind = ProjectionConfig::Kind::kBuckets;
+  ReadEntityType(keys.at("buckets"), &out->buckets);
+  for (const std::string& key : kEntityOnlyKeys) {
+    if (keys.count(key)) {
+      Error(keys.at(key), Quote(key) + " is not allowed in a buckets projection (allowed: " +
+                              JoinKeys(kBucketsOnlyKeys) + ", collection)");
+    }
+  }
+  if (Require(item, keys, "by")) ReadPath(keys.at("by"), &out->by);
+  if (keys.count("size")) ReadUint(keys.at("size"), 1, &out->size);
+  if (keys.count("order_by")) ReadOrderBy(keys.at("order_by"), &out->order_by);
+  if (keys.count("select")) ReadSelection(keys.at("select"), &out->select);
+  if (keys.count("field")) {
+    const Item& field = keys.at("field");
+    if (ReadNonEmptyString(field, &out->field) &&
+        (out->field == "id" || out->field == out->by.text)) {
+      Error(field, "field " + Quote(out->field) + " would overwrite the document's " +
+                       Quote(out->field) + "; choose another name");
+    }
+  }
+}
+
+bool ConfigParser::ReadExpression(const Item& item, bool in_select, Expression* out) {
+  out->place = item.place;
+  if (item.node.IsScalar()) {
+    const std::string& text = item.node.Scalar();
+    std::string error;
+    const bool is_template = text.find('{') != std::string::npos;
+    out->kind = is_template ? Expression::Kind::kTemplate : Expression::Kind::kPath;
+    const bool ok = is_template ? ParseTemplate(text, &out->template_, &error)
+                                : ParsePath(text, &out->path, &error);
+    if (!ok) Error(item, error);
+    return ok;
+  }
+  if (!item.node.IsMap()) {
+    Error(item, "expected a path, a \"{template}\" string or a map such as {value: ...}, found " +
+                    Describe(item.node));
+    return false;
+  }
+  KeyList kinds;
+  for (const auto& pair : item.node) {
+    if (pair.first.IsScalar() && Contains(kKindKeys, pair.first.Scalar())) {
+      kinds.push_back(pair.first.Scalar());
+    }
+  }
+  if (kinds.size() != 1) {
+    // {firstName} unquoted is YAML for the map {firstName: null}.
+    const bool looks_like_template =
+        kinds.empty() && item.node.size() == 1 && item.node.begin()->second.IsNull();
+    if (!looks_like_template) ReadKeys(item, kExpressionKeys);
+    if (kinds.empty()) {
+      Error(item, "an expression map needs one of " + JoinKeys(kKindKeys) +
+                      (looks_like_template ? " (a template must be quoted: \"{...}\")" : ""));
+    } else {
+      Error(item, "give exactly one of " + JoinKeys(kKindKeys) + ", found " + JoinKeys(kinds));
+    }
+    return false;
+  }
+  const std::string& kind = kinds[0];
+  if (in_select && kind != "value") {
+    Error(item, "a select map holds only paths, templates and {value: ...}; " + Quote(kind) +
+                    " is not allowed here");
+    return false;
+  }
+  if (kind != "value") return ReadRelation(item, kind, out);
+  const size_t errors_before = errors_->size();
+  const auto keys = ReadKeys(item, {"value"}, "a value", kExpressionKeys);
+  std::string error;
+  out->kind = Expression::Kind::kValue;
+  if (!AppendJson(keys.at("value").node, &out->value_json, &error)) {
+    Error(keys.at("value"), error);
+  }
+  return errors_->size() == errors_before;
+}
+
+// count, ids, embed and lookup: the expressions that read other entities.
+bool ConfigParser::ReadRelation(const Item& item, const std::string& kind, Expression* out) {
+  static const std::map<std::string, std::pair<Expression::Kind, KeyList>> kRelations = {
+      {"count", {Expression::Kind::kCount, {"count", "via"}}},
+      {"ids", {Expression::Kind::kIds, {"ids", "via", "limit"}}},
+      {"embed", {Expression::Kind::kEmbed, {"embed", "via", "select", "order_by", "limit"}}},
+      {"lookup", {Expression::Kind::kLookup, {"lookup", "by", "select", "missing"}}},
+  };
+  const auto& [expression_kind, allowed] = kRelations.at(kind);
+  const size_t errors_before = errors_->size();
+  const std::string article = kind == "ids" || kind == "embed" ? "an " : "a ";
+  const auto keys = ReadKeys(item, allowed, article + kind, kExpressionKeys);
+  out->kind = expression_kind;
+  ReadEntityType(keys.at(kind), &out->entity);
+  const std::string reference = kind == "lookup" ? "by" : "via";
+  if (Require(item, keys, reference)) {
+    ReadPath(keys.at(reference), kind == "lookup" ? &out->by : &out->via);
+  }
+  if (keys.count("limit")) {
+    uint64_t limit = 0;
+    if (ReadUint(keys.at("limit"), 1, &limit)) out->limit = limit;
+  }
+  if (keys.count("order_by")) ReadOrderBy(keys.at("order_by"), &out->order_by);
+  if (keys.count("select")) ReadSelection(keys.at("select"), &out->select);
+  if (keys.count("missing")) {
+    const Item& missing = keys.at("missing");
+    const std::string text = missing.node.IsScalar() ? missing.node.Scalar() : "";
+    if (missing.node.IsNull() || text == "null") {
+      out->missing = Expression::Missing::kNull;
+    } else if (text == "skip") {
+      out->missing = Expression::Missing::kSkip;
+    } else {
+      Error(missing, "missing must be skip or null, found " + Describe(missing.node));
+    }
+  }
+  return errors_->size() == errors_before;
+}
+
+bool ConfigParser::ReadSelection(const Item& item, Selection* out) {
+  if (item.node.IsSequence()) {
+    out->kind = Selection::Kind::kList;
+    return ReadStringList(item, false, &out->fields);
+  }
+  if (!item.node.IsMap()) {
+    Error(item, "select must be a list of field names or a map of name: expression, found " +
+                    Describe(item.node));
+    return false;
+  }
+  out->kind = Selection::Kind::kMap;
+  bool ok = true;
+  for (const Entry& entry : Entries(item)) {
+    Expression expression;
+    if (entry.key.empty()) {
+      Error(entry.key_place, entry.value.where, "a field name must not be empty");
+      ok = false;
+    } else if (ReadExpression(entry.value, true, &expression)) {
+      out->map.emplace_back(entry.key, std::move(expression));
+    } else {
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// Projections sharing a collection must all have the same partition key, and
+// a buckets projection shares its collection with no other.
+void ConfigParser::CheckCollections(const Config& config, const std::vector<CollectionUse>& uses) {
+  std::map<std::string, std::vector<size_t>> by_collection;
+  for (size_t i = 0; i < config.projections.size(); ++i) {
+    if (!config.projections[i].name.empty()) {
+      by_collection[config.projections[i].collection].push_back(i);
+    }
+  }
+  for (const auto& [collection, members] : by_collection) {
+    if (members.size() < 2) continue;
+    const auto others = [&](size_t self) {
+      std::string names;
+      for (size_t i : members) {
+        if (i != self) names += (names.empty() ? "" : ", ") + Quote(config.projections[i].name);
+      }
+      return names;
+    };
+    const bool has_buckets = std::any_of(members.begin(), members.end(), [&](size_t i) {
+      return config.projections[i].kind == ProjectionConfig::Kind::kBuckets;
+    });
+    std::set<std::string> keys;  // the partition keys declared, "" left out
+    for (size_t i : members) {
+      const std::string& key = config.projections[i].partition_key;
+      if (!key.empty()) keys.insert(key);
+    }
+    for (size_t i : members) {
+      const ProjectionConfig& p = config.projections[i];
+      const std::string shared = "collection " + Quote(collection) + " is also written by " +
+                                 others(i);
+      if (has_buckets) {
+        Error(uses[i].place, uses[i].where,
+              shared + "; a buckets projection needs a collection of its own");
+      } else if (p.partition_key.empty()) {
+        Error(uses[i].place, uses[i].where,
+              shared + " but this projection has no partition_key: two projections writing "
+                       "different types into one collection without a partition key");
+      } else if (keys.size() > 1) {
+        Error(uses[i].place, uses[i].where,
+              shared + " with a different partition_key (this one: " + Quote(p.partition_key) +
+                  "); projections sharing a collection must declare the same partition_key");
+      }
+    }
+  }
+}
+
+bool Fail(const std::string& text, const std::string& kind, const std::string& reason,
+          std::string* error) {
+  *error = "bad " + kind + " " + Quote(text) + ": " + reason;
+  return false;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// Public API.
+
+bool ParsePath(const std::string& text, Path* out, std::string* error) {
+  Path path;
+  path.text = text;
+  if (text.empty()) return Fail(text, "path", "the path is empty", error);
+  size_t i = 0;
+  while (true) {
+    const size_t start = i;
+    while (i < text.size() && IsFieldNameChar(text[i])) ++i;
+    const std::string at = " at character " + std::to_string(i + 1);
+    if (i == start) {
+      if (i < text.size() && text[i] == '[') {
+        return Fail(text, "path", "'[' must follow a field name" + at, error);
+      }
+      if (i == text.size() || text[i] == '.') {
+        return Fail(text, "path", "empty field name" + at, error);
+      }
+      return Fail(text, "path", "unexpected " + Quote(std::string(1, text[i])) + at, error);
+    }
+    PathStep field;
+    field.field = text.substr(start, i - start);
+    path.steps.push_back(std::move(field));
+    while (i < text.size() && text[i] == '[') {
+      const size_t close = text.find(']', i);
+      if (close == std::string::npos) {
+        return Fail(text, "path", "'[' at character " + std::to_string(i + 1) + " is not closed",
+                    error);
+      }
+      const std::string inside = text.substr(i + 1, close - i - 1);
+      PathStep step;
+      if (inside.empty()) {
+        step.kind = PathStep::Kind::kFirstWith;
+        if (close + 1 >= text.size() || text[close + 1] != '.') {
+          return Fail(text, "path", "'[]' must be followed by '.field' (the field to look for)",
+                      error);
+        }
+      } else {
+        const bool digits = std::all_of(inside.begin(), inside.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c));
+        });
+        errno = 0;
+        step.kind = PathStep::Kind::kIndex;
+        step.index = digits ? std::strtoull(inside.c_str(), nullptr, 10) : 0;
+        if (!digits || errno == ERANGE) {
+          return Fail(text, "path", "index " + Quote(inside) + " at character " +
+                                        std::to_string(i + 1) + " is not a non-negative integer",
+                      error);
+        }
+      }
+      path.steps.push_back(std::move(step));
+      i = close + 1;
+    }
+    if (i == text.size()) break;
+    if (text[i] != '.') {
+      return Fail(text, "path",
+                  "unexpected " + Quote(std::string(1, text[i])) + " at character " +
+                      std::to_string(i + 1),
+                  error);
+    }
+    ++i;
+  }
+  *out = std::move(path);
+  return true;
+}
+
+bool ParseTemplate(const std::string& text, Template* out, std::string* error) {
+  Template result;
+  result.text = text;
+  std::string literal;
+  const auto flush = [&result, &literal]() {
+    if (literal.empty()) return;
+    Template::Part part;
+    part.literal = std::move(literal);
+    result.parts.push_back(std::move(part));
+    literal.clear();
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool doubled = i + 1 < text.size() && text[i + 1] == c;
+    if ((c == '{' || c == '}') && doubled) {
+      literal.push_back(c);
+      ++i;
+    } else if (c == '}') {
+      return Fail(text, "template",
+                  "stray '}' at character " + std::to_string(i + 1) + " (write '}}' for a brace)",
+                  error);
+    } else if (c == '{') {
+      const size_t close = text.find('}', i);
+      if (close == std::string::npos) {
+        return Fail(text, "template",
+                    "'{' at character " + std::to_string(i + 1) + " is not closed", error);
+      }
+      Template::Part part;
+      part.is_path = true;
+      std::string path_error;
+      if (!ParsePath(text.substr(i + 1, close - i - 1), &part.path, &path_error)) {
+        return Fail(text, "template", path_error, error);
+      }
+      flush();
+      result.parts.push_back(std::move(part));
+      i = close;
+    } else {
+      literal.push_back(c);
+    }
+  }
+  flush();
+  *out = std::move(result);
+  return true;
+}
+
+bool Config::HasEntity(const std::string& type) const {
+  return std::find(entities.begin(), entities.end(), type) != entities.end();
+}
+
+const ProjectionConfig* Config::FindProjection(const std::string& name) const {
+  for (const ProjectionConfig& projection : projections) {
+    if (projection.name == name) return &projection;
+  }
+  return nullptr;
+}
+
+std::string ConfigError::ToString(const std::string& file) const {
+  std::string out = file;
+  if (place.line > 0) {
+    out += ":" + std::to_string(place.line);
+    if (place.column > 0) out += ":" + std::to_string(place.column);
+  }
+  if (!out.empty()) out += ": ";
+  if (!where.empty()) out += where + ": ";
+  return out + message;
+}
+
+std::optional<Config> ParseConfig(const std::string& yaml_text, const std::string& file,
+                                  std::vector<ConfigError>* errors) {
+  std::vector<ConfigError> local_errors;
+  if (errors == nullptr) errors = &local_errors;
+  errors->clear();
+  Config config;
+  config.path = file;
+  try {
+    const std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
+    if (documents.size() > 1) {
+      errors->push_back(ConfigError{PlaceOf(documents[1]), "",
+                                    "the file holds several YAML documents; give one"});
+    }
+    ConfigParser(errors).Parse(documents.empty() ? YAML::Node() : documents[0], &config);
+  } catch (const YAML::Exception& e) {
+    const ConfigPlace place =
+        e.mark.is_null() ? ConfigPlace{} : ConfigPlace{e.mark.line + 1, e.mark.column + 1};
+    errors->push_back(ConfigError{place, "", "YAML syntax error: " + e.msg});
+  } catch (const std::exception& e) {
+    errors->push_back(ConfigError{{}, "", std::string("cannot parse: ") + e.what()});
+  }
+  if (errors->empty()) return config;
+  // File order; errors without a place last. stable_sort keeps the walk's
+  // order among errors at one place.
+  std::stable_sort(errors->begin(), errors->end(), [](const ConfigError& a, const ConfigError& b) {
+    const auto key = [](const ConfigError& e) {
+      return std::make_pair(e.place.line > 0 ? e.place.line : INT_MAX, e.place.column);
+    };
+    return key(a) < key(b);
+  });
+  return std::nullopt;
+}
+
+std::optional<Config> LoadConfig(const std::string& file, std::vector<ConfigError>* errors) {
+  std::vector<ConfigError> local_errors;
+  if (errors == nullptr) errors = &local_errors;
+  errors->clear();
+  std::FILE* stream = std::fopen(file.c_str(), "rb");
+  std::string text;
+  int read_errno = stream ? 0 : errno;
+  if (stream) {
+    char buffer[65536];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof buffer, stream)) > 0) text.append(buffer, n);
+    if (std::ferror(stream)) read_errno = errno ? errno : EIO;
+    std::fclose(stream);
+  }
+  if (read_errno != 0) {
+    errors->push_back(ConfigError{{}, "", "cannot read the config file: " +
+                                              std::string(std::strerror(read_errno))});
+    return std::nullopt;
+  }
+  return ParseConfig(text, file, errors);
+}
+
+}  // namespace denormd
