@@ -1,10 +1,19 @@
 #include "tests/test_support.h"
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
+#include "connectors/postgres_store.h"
 #include "projections/json.h"
 
 namespace denormd {
@@ -67,6 +76,103 @@ void ExpectedCounts(const std::string& expected_file, uint64_t* stale, uint64_t*
   ASSERT_TRUE(ParseJson(ReadFile(expected_file), &expected).ok());
   *stale = expected["stale"].GetUint64();
   *dead = expected["dead"].GetUint64();
+}
+
+std::string TestPostgresUrl() {
+  const char* url = std::getenv("DENORMD_TEST_POSTGRES");
+  if (url == nullptr || *url == '\0') {
+    ADD_FAILURE() << "DENORMD_TEST_POSTGRES is not set: run the suite with scripts/test.sh, "
+                     "or start scripts/postgres.sh and export its URL";
+    return "postgresql://127.0.0.1:1/unset";
+  }
+  return url;
+}
+
+std::string TestSchemaName() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string raw = std::string("t_") + info->test_suite_name() + "_" + info->name();
+  std::string name;
+  for (char c : raw) {
+    name += std::isalnum(static_cast<unsigned char>(c)) ? std::tolower(c) : '_';
+  }
+  if (name.size() > 63) {
+    // Keep it unique: a hash of the whole name replaces the tail.
+    std::string hash = std::to_string(std::hash<std::string>()(name) % 100000000);
+    name = name.substr(0, 63 - hash.size() - 1) + "_" + hash;
+  }
+  return name;
+}
+
+std::vector<std::string> Sql(const std::string& statement) {
+  Config config;
+  config.store.schema = "public";
+  PostgresStore store(config, TestPostgresUrl());
+  std::vector<std::string> rows;
+  Status status = store.Execute(statement, &rows);
+  EXPECT_TRUE(status.ok()) << statement << ": " << status.ToString();
+  return rows;
+}
+
+Config LoadTestConfig(const std::string& relative_path, const std::string& schema) {
+  std::vector<ConfigError> errors;
+  std::optional<Config> config = LoadConfig(SourcePath(relative_path), &errors);
+  for (const ConfigError& error : errors) ADD_FAILURE() << error.ToString(relative_path);
+  if (!config) return Config();
+  config->store.schema = schema;
+  config->store.postgres = TestPostgresUrl();
+  Sql("drop schema if exists " + schema + " cascade");
+  return *config;
+}
+
+Collections ReadCollections(const Config& config) {
+  Collections out;
+  std::set<std::string> collections;
+  for (const ProjectionConfig& p : config.projections) collections.insert(p.collection);
+  for (const std::string& collection : collections) {
+    auto& docs = out[collection];
+    for (const std::string& row :
+         Sql("select id, doc::text from " + config.store.schema + "." + collection)) {
+      size_t tab = row.find('\t');
+      docs[row.substr(0, tab)] = row.substr(tab + 1);
+    }
+  }
+  return out;
+}
+
+int RunDenormd(const std::vector<std::string>& args, std::string* output) {
+  std::string command = "DENORMD_POSTGRES='" + TestPostgresUrl() + "' '" DENORMD_BINARY "'";
+  for (const std::string& arg : args) {
+    std::string quoted;
+    for (char c : arg) {
+      if (c == '\'') {
+        quoted += "'\\''";
+      } else {
+        quoted += c;
+      }
+    }
+    command += " '" + quoted + "'";
+  }
+  command += " 2>&1";
+  output->clear();
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "cannot run " << command;
+    return -1;
+  }
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
+  int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string WriteTempFile(const std::string& name, const std::string& text) {
+  std::string dir = std::string(::testing::TempDir()) + "/denormd_" + TestSchemaName();
+  mkdir(dir.c_str(), 0755);
+  std::string path = dir + "/" + name;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  return path;
 }
 
 }  // namespace testing

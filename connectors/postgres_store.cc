@@ -1,0 +1,603 @@
+#include "connectors/postgres_store.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include <pqxx/pqxx>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace denormd {
+
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+// Converts a libpqxx exception into a Status that says what a retry would do.
+Status FromException(const std::exception& e, const std::string& what) {
+  std::string message = what + ": " + e.what();
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  if (dynamic_cast<const pqxx::in_doubt_error*>(&e) != nullptr) {
+    return Status::Transient("commit outcome unknown (connection lost during commit): " + message);
+  }
+  if (dynamic_cast<const pqxx::broken_connection*>(&e) != nullptr) {
+    return Status::Transient(message);
+  }
+  if (const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e)) {
+    const std::string state = sql->sqlstate();
+    // 40xxx: serialization failure, deadlock; 08xxx: connection; 57P0x:
+    // server shutting down or starting; 53xxx: out of resources.
+    if (state.rfind("40", 0) == 0 || state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0 ||
+        state.rfind("53", 0) == 0) {
+      return Status::Transient(message + " (SQLSTATE " + state + ")");
+    }
+    return Status::Fatal(message + (state.empty() ? "" : " (SQLSTATE " + state + ")"));
+  }
+  return Status::Fatal(message);
+}
+
+template <typename F>
+Status Guard(const std::string& what, F&& body) {
+  try {
+    body();
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return FromException(e, what);
+  }
+}
+
+void WriteString(JsonWriter& w, const std::string& s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+std::string HexEncode(const std::string& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+std::optional<uint64_t> ParseVersion(const pqxx::field& field) {
+  if (field.is_null()) return std::nullopt;
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+Status ParseData(const pqxx::field& field, JsonPtr* out) {
+  if (field.is_null()) {
+    out->reset();
+    return Status::Ok();
+  }
+  return ParseJsonShared(field.c_str(), out);
+}
+
+class PostgresTransaction : public StoreTransaction {
+ public:
+  PostgresTransaction(pqxx::connection& connection, const std::string& schema)
+      : work_(connection), schema_(work_.quote_name(schema)) {}
+
+  Status LockKeys(const std::vector<std::string>& keys) override {
+    std::vector<int64_t> ids;
+    for (const std::string& key : keys) ids.push_back(AdvisoryLockId(key));
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    if (ids.empty()) return Status::Ok();
+    std::string array = "{";
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i) array += ',';
+      array += std::to_string(ids[i]);
+    }
+    array += '}';
+    // Acquired in ascending key order, so lock sets taken in one statement
+    // cannot deadlock with each other.
+    return Guard("locking " + std::to_string(ids.size()) + " keys", [&] {
+      work_.exec_params(
+          "select count(*) from (select pg_advisory_xact_lock(k) from unnest($1::bigint[]) k) s",
+          array);
+    });
+  }
+
+  Status LoadEntities(const std::vector<EntityKey>& keys,
+                      std::vector<EntityRecord>* out) override {
+    if (keys.empty()) return Status::Ok();
+    std::vector<std::string> types, ids;
+    for (const EntityKey& key : keys) {
+      types.push_back(key.type);
+      ids.push_back(key.id);
+    }
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("loading entities", [&] {
+      rows = work_.exec_params(
+          "select e.type, e.id, e.version::text, e.deleted, e.data::text from " + schema_ +
+              ".entities e join unnest($1::text[], $2::text[]) k(type, id)"
+              " on e.type = k.type and e.id = k.id",
+          PgTextArray(types), PgTextArray(ids));
+    }));
+    for (const auto& row : rows) {
+      EntityRecord record;
+      record.key = {row[0].c_str(), row[1].c_str()};
+      record.version = ParseVersion(row[2]);
+      record.deleted = row[3].as<bool>();
+      DENORMD_RETURN_IF_ERROR(ParseData(row[4], &record.data));
+      out->push_back(std::move(record));
+    }
+    return Status::Ok();
+  }
+
+  Status WriteEntities(const std::vector<EntityWrite>& writes) override {
+    rapidjson::StringBuffer entities, references;
+    JsonWriter e(entities), r(references);
+    std::vector<std::string> types, ids;
+    e.StartArray();
+    r.StartArray();
+    for (const EntityWrite& write : writes) {
+      const EntityRecord& record = write.record;
+      types.push_back(record.key.type);
+      ids.push_back(record.key.id);
+      e.StartObject();
+      e.Key("type");
+      WriteString(e, record.key.type);
+      e.Key("id");
+      WriteString(e, record.key.id);
+      e.Key("version");
+      if (record.version) {
+        e.Uint64(*record.version);
+      } else {
+        e.Null();
+      }
+      e.Key("deleted");
+      e.Bool(record.deleted);
+      e.Key("data");
+      if (record.data) {
+        record.data->Accept(e);
+      } else {
+        e.Null();
+      }
+      e.EndObject();
+      for (const ReferenceRow& row : write.references) {
+        r.StartArray();
+        WriteString(r, record.key.type);
+        WriteString(r, row.field);
+        WriteString(r, row.target);
+        WriteString(r, record.key.id);
+        r.EndArray();
+      }
+    }
+    e.EndArray();
+    r.EndArray();
+    return Guard("writing " + std::to_string(writes.size()) + " entities", [&] {
+      work_.exec_params(
+          "insert into " + schema_ + ".entities as t (type, id, version, deleted, data)"
+          " select x.type, x.id, x.version, x.deleted, x.data from jsonb_to_recordset($1::jsonb)"
+          " as x(type text, id text, version numeric, deleted boolean, data jsonb)"
+          " on conflict (type, id) do update set version = excluded.version,"
+          " deleted = excluded.deleted, data = excluded.data, updated_at = now()",
+          std::string(entities.GetString(), entities.GetSize()));
+      work_.exec_params("delete from " + schema_ +
+                            ".refs r using unnest($1::text[], $2::text[]) k(type, id)"
+                            " where r.type = k.type and r.id = k.id",
+                        PgTextArray(types), PgTextArray(ids));
+      work_.exec_params(
+          "insert into " + schema_ + ".refs (type, field, target, id)"
+          " select x->>0, x->>1, x->>2, x->>3 from jsonb_array_elements($1::jsonb) x"
+          " on conflict do nothing",
+          std::string(references.GetString(), references.GetSize()));
+    });
+  }
+
+  Status FindReferrers(const std::string& type, const std::string& field,
+                       const std::vector<std::string>& targets,
+                       std::vector<Referrer>* out) override {
+    if (targets.empty()) return Status::Ok();
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("finding referrers", [&] {
+      rows = work_.exec_params("select target, id from " + schema_ +
+                                   ".refs where type = $1 and field = $2 and"
+                                   " target = any($3::text[])",
+                               type, field, PgTextArray(targets));
+    }));
+    for (const auto& row : rows) {
+      Referrer referrer;
+      referrer.target = row[0].c_str();
+      referrer.entity.key = {type, row[1].c_str()};
+      out->push_back(std::move(referrer));
+    }
+    return Status::Ok();
+  }
+
+  Status LoadReferrers(const std::string& type, const std::string& field,
+                       const std::vector<std::string>& targets,
+                       std::vector<Referrer>* out) override {
+    if (targets.empty()) return Status::Ok();
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("loading referrers", [&] {
+      rows = work_.exec_params(
+          "select r.target, e.id, e.version::text, e.data::text from " + schema_ + ".refs r join " +
+              schema_ +
+              ".entities e on e.type = r.type and e.id = r.id"
+              " where r.type = $1 and r.field = $2 and r.target = any($3::text[])"
+              " and not e.deleted",
+          type, field, PgTextArray(targets));
+    }));
+    for (const auto& row : rows) {
+      Referrer referrer;
+      referrer.target = row[0].c_str();
+      referrer.entity.key = {type, row[1].c_str()};
+      referrer.entity.version = ParseVersion(row[2]);
+      DENORMD_RETURN_IF_ERROR(ParseData(row[3], &referrer.entity.data));
+      out->push_back(std::move(referrer));
+    }
+    return Status::Ok();
+  }
+
+  Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
+                       std::vector<std::string>* out) override {
+    return ListStrings("listing entities",
+                       "select id from " + schema_ +
+                           ".entities where type = $1 and not deleted and id > $2"
+                           " order by id limit $3",
+                       type, after, limit, out);
+  }
+
+  Status ListReferenceTargets(const std::string& type, const std::string& field,
+                              const std::string& after, size_t limit,
+                              std::vector<std::string>* out) override {
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("listing reference targets", [&] {
+      rows = work_.exec_params("select distinct target from " + schema_ +
+                                   ".refs where type = $1 and field = $2 and target > $3"
+                                   " order by target limit $4",
+                               type, field, after, static_cast<int64_t>(limit));
+    }));
+    for (const auto& row : rows) out->push_back(row[0].c_str());
+    return Status::Ok();
+  }
+
+  Status UpsertDocuments(const std::string& collection, const std::string& projection,
+                         const std::vector<DocumentRow>& rows, uint64_t* written) override {
+    rapidjson::StringBuffer buffer;
+    JsonWriter w(buffer);
+    w.StartArray();
+    for (const DocumentRow& row : rows) {
+      w.StartObject();
+      w.Key("id");
+      WriteString(w, row.id);
+      w.Key("pk");
+      if (row.pk) {
+        WriteString(w, *row.pk);
+      } else {
+        w.Null();
+      }
+      w.Key("doc");
+      w.RawValue(row.json.data(), row.json.size(), rapidjson::kObjectType);
+      w.EndObject();
+    }
+    w.EndArray();
+    const std::string table = schema_ + "." + work_.quote_name(collection);
+    return Guard("writing documents of " + projection, [&] {
+      pqxx::result result = work_.exec_params(
+          "insert into " + table + " as c (id, doc, pk, projection)"
+          " select x.id, x.doc, x.pk, $2 from jsonb_to_recordset($1::jsonb)"
+          " as x(id text, doc jsonb, pk text)"
+          " on conflict (id) do update set doc = excluded.doc, pk = excluded.pk,"
+          " projection = excluded.projection"
+          " where c.doc is distinct from excluded.doc or c.pk is distinct from excluded.pk"
+          " or c.projection is distinct from excluded.projection",
+          std::string(buffer.GetString(), buffer.GetSize()), projection);
+      *written += result.affected_rows();
+    });
+  }
+
+  Status DeleteDocuments(const std::string& collection, const std::string& projection,
+                         const std::vector<std::string>& ids, uint64_t* deleted) override {
+    const std::string table = schema_ + "." + work_.quote_name(collection);
+    return Guard("deleting documents of " + projection, [&] {
+      pqxx::result result = work_.exec_params(
+          "delete from " + table + " where projection = $1 and id = any($2::text[])", projection,
+          PgTextArray(ids));
+      *deleted += result.affected_rows();
+    });
+  }
+
+  Status LoadDocuments(const std::string& collection, const std::string& projection,
+                       const std::vector<std::string>& ids,
+                       std::vector<DocumentRow>* out) override {
+    return LoadDocumentsWhere(collection, projection, "id", ids, out);
+  }
+
+  Status LoadDocumentsByPk(const std::string& collection, const std::string& projection,
+                           const std::vector<std::string>& pks,
+                           std::vector<DocumentRow>* out) override {
+    return LoadDocumentsWhere(collection, projection, "pk", pks, out);
+  }
+
+  Status ListDocumentKeys(const std::string& collection, const std::string& projection,
+                          bool by_pk, const std::string& after, size_t limit,
+                          std::vector<std::string>* out) override {
+    const std::string table = schema_ + "." + work_.quote_name(collection);
+    const std::string column = by_pk ? "pk" : "id";
+    return ListStrings("listing documents of " + projection,
+                       "select distinct " + column + " from " + table +
+                           " where projection = $1 and " + column + " > $2 order by " + column +
+                           " limit $3",
+                       projection, after, limit, out);
+  }
+
+  Status LoadPositions(const std::string& source, std::vector<StoredPosition>* out) override {
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("loading positions", [&] {
+      rows = work_.exec_params("select partition, position, applied, stale, dead from " + schema_ +
+                                   ".positions where source = $1 order by partition",
+                               source);
+    }));
+    for (const auto& row : rows) {
+      StoredPosition position;
+      position.at = {source, row[0].as<int32_t>(), row[1].as<int64_t>()};
+      position.applied = row[2].as<uint64_t>();
+      position.stale = row[3].as<uint64_t>();
+      position.dead = row[4].as<uint64_t>();
+      out->push_back(position);
+    }
+    return Status::Ok();
+  }
+
+  Status SavePositions(const std::vector<PositionUpdate>& updates) override {
+    rapidjson::StringBuffer buffer;
+    JsonWriter w(buffer);
+    w.StartArray();
+    for (const PositionUpdate& update : updates) {
+      w.StartObject();
+      w.Key("source");
+      WriteString(w, update.at.source);
+      w.Key("partition");
+      w.Int(update.at.partition);
+      w.Key("position");
+      w.Int64(update.at.position);
+      w.Key("applied");
+      w.Uint64(update.applied);
+      w.Key("stale");
+      w.Uint64(update.stale);
+      w.Key("dead");
+      w.Uint64(update.dead);
+      w.EndObject();
+    }
+    w.EndArray();
+    return Guard("saving positions", [&] {
+      work_.exec_params(
+          "insert into " + schema_ +
+              ".positions as p (source, partition, position, applied, stale, dead)"
+              " select * from jsonb_to_recordset($1::jsonb) as x(source text, partition integer,"
+              " position bigint, applied bigint, stale bigint, dead bigint)"
+              " on conflict (source, partition) do update set position = excluded.position,"
+              " applied = p.applied + excluded.applied, stale = p.stale + excluded.stale,"
+              " dead = p.dead + excluded.dead, updated_at = now()",
+          std::string(buffer.GetString(), buffer.GetSize()));
+    });
+  }
+
+  Status AddDeadLetters(const std::vector<DeadLetter>& letters) override {
+    rapidjson::StringBuffer buffer;
+    JsonWriter w(buffer);
+    w.StartArray();
+    for (const DeadLetter& letter : letters) {
+      w.StartObject();
+      w.Key("source");
+      WriteString(w, letter.at.source);
+      w.Key("partition");
+      w.Int(letter.at.partition);
+      w.Key("position");
+      w.Int64(letter.at.position);
+      w.Key("raw");
+      WriteString(w, HexEncode(letter.raw));
+      w.Key("reason");
+      WriteString(w, letter.reason);
+      w.EndObject();
+    }
+    w.EndArray();
+    return Guard("writing dead letters", [&] {
+      work_.exec_params(
+          "insert into " + schema_ + ".dead_letters (source, partition, position, raw, reason)"
+              " select x.source, x.partition, x.position, decode(x.raw, 'hex'), x.reason"
+              " from jsonb_to_recordset($1::jsonb) as x(source text, partition integer,"
+              " position bigint, raw text, reason text)",
+          std::string(buffer.GetString(), buffer.GetSize()));
+    });
+  }
+
+  Status Commit() override {
+    return Guard("committing", [&] { work_.commit(); });
+  }
+
+ private:
+  Status ListStrings(const std::string& what, const std::string& sql, const std::string& a,
+                     const std::string& after, size_t limit, std::vector<std::string>* out) {
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard(what, [&] {
+      rows = work_.exec_params(sql, a, after, static_cast<int64_t>(limit));
+    }));
+    for (const auto& row : rows) out->push_back(row[0].c_str());
+    return Status::Ok();
+  }
+
+  Status LoadDocumentsWhere(const std::string& collection, const std::string& projection,
+                            const std::string& column, const std::vector<std::string>& values,
+                            std::vector<DocumentRow>* out) {
+    if (values.empty()) return Status::Ok();
+    const std::string table = schema_ + "." + work_.quote_name(collection);
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("loading documents of " + projection, [&] {
+      rows = work_.exec_params("select id, pk, doc::text from " + table +
+                                   " where projection = $1 and " + column +
+                                   " = any($2::text[])",
+                               projection, PgTextArray(values));
+    }));
+    for (const auto& row : rows) {
+      DocumentRow doc;
+      doc.id = row[0].c_str();
+      if (!row[1].is_null()) doc.pk = row[1].c_str();
+      doc.json = row[2].c_str();
+      out->push_back(std::move(doc));
+    }
+    return Status::Ok();
+  }
+
+  pqxx::work work_;
+  std::string schema_;
+};
+
+}  // namespace
+
+int64_t AdvisoryLockId(const std::string& key) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : key) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return static_cast<int64_t>(hash);
+}
+
+std::string PgTextArray(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+std::string PostgresConnectionString(const Config& config) {
+  const char* env = std::getenv("DENORMD_POSTGRES");
+  if (env != nullptr && *env != '\0') return env;
+  return config.store.postgres;
+}
+
+struct PostgresStore::Connection {
+  explicit Connection(const std::string& options) : pq(options) {}
+  pqxx::connection pq;
+};
+
+PostgresStore::PostgresStore(const Config& config, std::string connection_string)
+    : config_(config), connection_string_(std::move(connection_string)) {}
+
+PostgresStore::~PostgresStore() = default;
+
+Status PostgresStore::Connect() {
+  if (connection_ && connection_->pq.is_open()) return Status::Ok();
+  connection_.reset();
+  return Guard("connecting to PostgreSQL", [&] {
+    connection_ = std::make_unique<Connection>(connection_string_);
+  });
+}
+
+Status PostgresStore::Open() {
+  DENORMD_RETURN_IF_ERROR(Connect());
+  std::set<std::string> collections;
+  for (const ProjectionConfig& projection : config_.projections) {
+    collections.insert(projection.collection);
+  }
+  return Guard("creating the schema", [&] {
+    pqxx::work work(connection_->pq);
+    const std::string s = work.quote_name(config_.store.schema);
+    // Serializes concurrent start-ups: CREATE ... IF NOT EXISTS is not safe
+    // against a concurrent identical CREATE.
+    work.exec("select pg_advisory_xact_lock(" +
+              std::to_string(AdvisoryLockId("denormd schema " + config_.store.schema)) + ")");
+    work.exec("create schema if not exists " + s);
+    work.exec("create table if not exists " + s +
+              ".entities (type text collate \"C\" not null, id text collate \"C\" not null,"
+              " version numeric(20, 0), deleted boolean not null default false, data jsonb,"
+              " updated_at timestamptz not null default now(), primary key (type, id))");
+    work.exec("create table if not exists " + s +
+              ".refs (type text collate \"C\" not null, field text collate \"C\" not null,"
+              " target text collate \"C\" not null, id text collate \"C\" not null,"
+              " primary key (type, field, target, id))");
+    work.exec("create index if not exists refs_by_entity on " + s + ".refs (type, id)");
+    work.exec("create table if not exists " + s +
+              ".positions (source text not null, partition integer not null,"
+              " position bigint not null, applied bigint not null default 0,"
+              " stale bigint not null default 0, dead bigint not null default 0,"
+              " updated_at timestamptz not null default now(), primary key (source, partition))");
+    work.exec("create table if not exists " + s +
+              ".dead_letters (seq bigserial primary key, source text not null,"
+              " partition integer not null, position bigint not null, raw bytea not null,"
+              " reason text not null, received_at timestamptz not null default now())");
+    for (const std::string& collection : collections) {
+      const std::string table = s + "." + work.quote_name(collection);
+      work.exec("create table if not exists " + table +
+                " (id text collate \"C\" primary key, doc jsonb not null, pk text collate \"C\","
+                " projection text not null)");
+      work.exec("create index if not exists " + work.quote_name(collection + "_by_pk") + " on " +
+                table + " (projection, pk)");
+    }
+    work.commit();
+  });
+}
+
+Status PostgresStore::Begin(std::unique_ptr<StoreTransaction>* out) {
+  DENORMD_RETURN_IF_ERROR(Connect());
+  return Guard("starting a transaction", [&] {
+    out->reset(new PostgresTransaction(connection_->pq, config_.store.schema));
+  });
+}
+
+Status PostgresStore::Summarize(StoreSummary* out) {
+  DENORMD_RETURN_IF_ERROR(Connect());
+  std::set<std::string> collections;
+  for (const ProjectionConfig& projection : config_.projections) {
+    collections.insert(projection.collection);
+  }
+  return Guard("reading the status", [&] {
+    pqxx::read_transaction work(connection_->pq);
+    const std::string s = work.quote_name(config_.store.schema);
+    for (const auto& row : work.exec("select source, partition, position, applied, stale, dead"
+                                     " from " + s + ".positions order by source, partition")) {
+      StoredPosition position;
+      position.at = {row[0].c_str(), row[1].as<int32_t>(), row[2].as<int64_t>()};
+      position.applied = row[3].as<uint64_t>();
+      position.stale = row[4].as<uint64_t>();
+      position.dead = row[5].as<uint64_t>();
+      out->positions.push_back(position);
+    }
+    for (const std::string& collection : collections) {
+      auto row = work.exec1("select count(*) from " + s + "." + work.quote_name(collection));
+      out->documents.emplace_back(collection, row[0].as<uint64_t>());
+    }
+    for (const auto& row : work.exec("select type, count(*) filter (where not deleted),"
+                                     " count(*) filter (where deleted) from " + s +
+                                     ".entities group by type order by type")) {
+      out->entities.emplace_back(row[0].c_str(), row[1].as<uint64_t>());
+      out->tombstones += row[2].as<uint64_t>();
+    }
+    out->dead_letters = work.exec1("select count(*) from " + s + ".dead_letters")[0].as<uint64_t>();
+  });
+}
+
+Status PostgresStore::Execute(const std::string& sql, std::vector<std::string>* rows) {
+  DENORMD_RETURN_IF_ERROR(Connect());
+  return Guard("executing SQL", [&] {
+    pqxx::work work(connection_->pq);
+    pqxx::result result = work.exec(sql);
+    work.commit();
+    if (rows == nullptr) return;
+    for (const auto& row : result) {
+      std::string line;
+      for (pqxx::row::size_type i = 0; i < row.size(); ++i) {
+        if (i) line += '\t';
+        line += row[i].is_null() ? "" : row[i].c_str();
+      }
+      rows->push_back(line);
+    }
+  });
+}
+
+}  // namespace denormd

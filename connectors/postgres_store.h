@@ -1,0 +1,77 @@
+// PostgresStore: the Store on PostgreSQL, through libpqxx.
+//
+// Tables, all in the configured schema (see docs/tables.md):
+//   entities     (type, id, version, deleted, data jsonb)  the normalized source
+//   refs         (type, field, target, id)                 the reference index
+//   positions    (source, partition, position, counters)   consumer positions
+//   dead_letters (seq, source, partition, position, raw, reason, received_at)
+//   <collection> (id, doc jsonb, pk, projection)           one per collection
+//
+// Every bulk read and write is one statement with the rows passed as a single
+// JSON or array parameter: no statement per event or per document.
+//
+// Errors: a lost connection, deadlock, serialization failure, or server
+// shutdown is Transient (the next Begin() reconnects); anything else is Fatal.
+// Not thread-safe: one connection, used by one thread.
+#ifndef DENORMD_CONNECTORS_POSTGRES_STORE_H_
+#define DENORMD_CONNECTORS_POSTGRES_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "projections/store.h"
+
+namespace denormd {
+
+// The connection string to use: $DENORMD_POSTGRES if set, else the config's.
+std::string PostgresConnectionString(const Config& config);
+
+// What `denormd status` shows.
+struct StoreSummary {
+  std::vector<StoredPosition> positions;
+  std::vector<std::pair<std::string, uint64_t>> documents;  // collection -> count
+  std::vector<std::pair<std::string, uint64_t>> entities;   // type -> live count
+  uint64_t dead_letters = 0;
+  uint64_t tombstones = 0;
+};
+
+class PostgresStore : public Store {
+ public:
+  // Does not connect; Open() does.
+  PostgresStore(const Config& config, std::string connection_string);
+  ~PostgresStore() override;
+
+  // Connects and creates the schema and tables that do not exist yet
+  // (idempotent; safe with several instances starting at once).
+  Status Open();
+
+  Status Begin(std::unique_ptr<StoreTransaction>* out) override;
+
+  Status Summarize(StoreSummary* out);
+
+  // Runs one SQL statement outside the engine (tests, tools). Returns rows as
+  // text, tab-separated.
+  Status Execute(const std::string& sql, std::vector<std::string>* rows = nullptr);
+
+  const std::string& schema() const { return config_.store.schema; }
+
+ private:
+  Status Connect();
+
+  const Config& config_;
+  std::string connection_string_;
+  struct Connection;  // wraps pqxx::connection, kept out of this header
+  std::unique_ptr<Connection> connection_;
+};
+
+// FNV-1a 64-bit hash of a lock key, as PostgreSQL's advisory lock key.
+int64_t AdvisoryLockId(const std::string& key);
+
+// A PostgreSQL text[] literal: {"a","b\"c"}.
+std::string PgTextArray(const std::vector<std::string>& values);
+
+}  // namespace denormd
+
+#endif  // DENORMD_CONNECTORS_POSTGRES_STORE_H_

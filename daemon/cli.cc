@@ -1,0 +1,402 @@
+#include "daemon/cli.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "common/log.h"
+#include "config/config.h"
+#include "connectors/postgres_store.h"
+#include "daemon/maintenance.h"
+#include "daemon/replay.h"
+#include "daemon/run.h"
+
+namespace denormd {
+
+namespace {
+
+constexpr const char* kUsage = R"(denormd - keeps denormalized read documents exactly right as normalized data changes
+
+Usage: denormd COMMAND -c CONFIG [OPTIONS] [ARGS]
+
+Commands:
+  run                      consume Kafka (source.kafka in the config) and apply batches
+                           until SIGTERM or SIGINT, which finish the batch, commit, exit 0
+  replay FILE...           apply JSON Lines event logs ("-" is stdin); a log already
+                           applied up to some line resumes after it
+  rebuild [PROJECTION...]  recompute projections from the stored source (default: all)
+  verify [PROJECTION...]   recompute and compare with the tables; list differences;
+                           exit 1 if there are any
+  status                   stream positions, Kafka lag, documents per collection,
+                           dead letters
+  check                    validate the config; list every error with its place
+
+Options:
+  -c, --config FILE        the YAML configuration (required; see docs/configuration.md)
+  --postgres URL           PostgreSQL connection string; overrides $DENORMD_POSTGRES
+                           and store.postgres
+  --batch-size N           events per transaction (default: batch.max_events, 5000)
+  --metrics-port PORT      run: serve Prometheus /metrics and /healthz on PORT
+                           (0 = off, the default)
+  --metrics-address ADDR   run: address to listen on (default 127.0.0.1)
+  -q, --quiet              no progress output, warnings and errors only
+  -v, --verbose            debug log lines
+  -h, --help               this text
+
+Exit status: 0 success; 1 failure, or differences found by verify; 2 bad usage or config.
+
+Examples:
+  denormd check -c library.yaml
+  denormd replay -c library.yaml events.jsonl
+  denormd verify -c library.yaml books authors
+  DENORMD_POSTGRES=postgresql://127.0.0.1:5432/denorm denormd run -c library.yaml --metrics-port 9464
+)";
+
+struct Arguments {
+  std::string command;
+  std::string config_path;
+  std::optional<std::string> postgres;
+  std::optional<size_t> batch_size;
+  int metrics_port = 0;
+  std::string metrics_address = "127.0.0.1";
+  bool quiet = false;
+  bool verbose = false;
+  bool help = false;
+  std::vector<std::string> rest;
+};
+
+bool ParseNumber(const std::string& text, uint64_t* out) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  try {
+    *out = std::stoull(text);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+// Returns an error message, or "" on success.
+std::string ParseArguments(const std::vector<std::string>& args, Arguments* out) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    auto value = [&](std::string* v) -> bool {
+      size_t eq = arg.find('=');
+      if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+        *v = arg.substr(eq + 1);
+        return true;
+      }
+      if (i + 1 >= args.size()) return false;
+      *v = args[++i];
+      return true;
+    };
+    auto is = [&](const char* name) {
+      return arg == name || arg.rfind(std::string(name) + "=", 0) == 0;
+    };
+    std::string v;
+    if (arg == "-h" || arg == "--help") {
+      out->help = true;
+    } else if (arg == "-c" || is("--config")) {
+      if (!value(&v)) return arg + " needs a file";
+      out->config_path = v;
+    } else if (is("--postgres")) {
+      if (!value(&v)) return "--postgres needs a connection string";
+      out->postgres = v;
+    } else if (is("--batch-size")) {
+      uint64_t n = 0;
+      if (!value(&v) || !ParseNumber(v, &n) || n == 0) {
+        return "--batch-size needs a whole number >= 1";
+      }
+      out->batch_size = n;
+    } else if (is("--metrics-port")) {
+      uint64_t n = 0;
+      if (!value(&v) || !ParseNumber(v, &n) || n > 65535) {
+        return "--metrics-port needs a port number (0-65535)";
+      }
+      out->metrics_port = static_cast<int>(n);
+    } else if (is("--metrics-address")) {
+      if (!value(&v)) return "--metrics-address needs an address";
+      out->metrics_address = v;
+    } else if (arg == "-q" || arg == "--quiet") {
+      out->quiet = true;
+    } else if (arg == "-v" || arg == "--verbose") {
+      out->verbose = true;
+    } else if (arg == "-") {
+      out->rest.push_back(arg);
+    } else if (!arg.empty() && arg[0] == '-') {
+      return "unknown option " + arg;
+    } else if (out->command.empty()) {
+      out->command = arg;
+    } else {
+      out->rest.push_back(arg);
+    }
+  }
+  return "";
+}
+
+std::optional<Config> LoadConfigOrReport(const std::string& path) {
+  std::vector<ConfigError> errors;
+  std::optional<Config> config = LoadConfig(path, &errors);
+  for (const ConfigError& error : errors) std::cerr << error.ToString(path) << "\n";
+  if (!config) {
+    std::cerr << path << ": " << errors.size() << " error" << (errors.size() == 1 ? "" : "s")
+              << "; see docs/configuration.md\n";
+  }
+  return config;
+}
+
+std::string FormatCount(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int Check(const Arguments& args) {
+  std::optional<Config> config = LoadConfigOrReport(args.config_path);
+  if (!config) return kExitUsage;
+  std::set<std::string> collections;
+  for (const ProjectionConfig& p : config->projections) collections.insert(p.collection);
+  std::cout << args.config_path << ": ok: " << config->entities.size() << " entity types, "
+            << config->projections.size() << " projections into " << collections.size()
+            << " collections in schema " << config->store.schema << "\n";
+  return kExitOk;
+}
+
+// Shared set-up of the commands that use the database.
+struct Session {
+  Config config;
+  std::unique_ptr<ProjectionPlan> plan;
+  std::unique_ptr<BatchApplier> applier;
+  std::unique_ptr<PostgresStore> store;
+};
+
+int OpenSession(const Arguments& args, Session* session) {
+  std::optional<Config> config = LoadConfigOrReport(args.config_path);
+  if (!config) return kExitUsage;
+  session->config = std::move(*config);
+  if (args.batch_size) session->config.batch.max_events = *args.batch_size;
+  session->plan = std::make_unique<ProjectionPlan>(session->config);
+  session->applier = std::make_unique<BatchApplier>(*session->plan);
+  std::string connection =
+      args.postgres ? *args.postgres : PostgresConnectionString(session->config);
+  session->store = std::make_unique<PostgresStore>(session->config, connection);
+  Status status = session->store->Open();
+  if (!status.ok()) {
+    std::cerr << "denormd: cannot open the store (" << (connection.empty() ? "libpq defaults" : connection)
+              << "): " << status.message() << "\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+int Replay(const Arguments& args) {
+  if (args.rest.empty()) {
+    std::cerr << "denormd replay: name at least one event log (or - for stdin)\n";
+    return kExitUsage;
+  }
+  Session session;
+  if (int code = OpenSession(args, &session)) return code;
+  bool progress = !args.quiet && isatty(STDERR_FILENO);
+  int exit_code = kExitOk;
+  for (const std::string& path : args.rest) {
+    auto start = std::chrono::steady_clock::now();
+    ReplayOptions options;
+    options.batch_size = session.config.batch.max_events;
+    if (progress) {
+      options.on_batch = [&](const std::string& source, const BatchStats& total, uint64_t read,
+                             uint64_t size) {
+        double seconds = SecondsSince(start);
+        std::fprintf(stderr, "\r%s: %s events", path.c_str(), FormatCount(total.events).c_str());
+        if (size > 0) std::fprintf(stderr, " (%.0f%%)", 100.0 * read / size);
+        std::fprintf(stderr, ", %.0f events/s   ", seconds > 0 ? total.events / seconds : 0.0);
+      };
+    }
+    options.on_retry = [&](const Status& error, int attempt) {
+      Log(LogLevel::kWarn, "batch_retry",
+          {{"log", path}, {"attempt", attempt}, {"error", error.message()}});
+    };
+    ReplayReport report;
+    Status status = ReplayLog(session.config, *session.applier, session.store.get(), path,
+                              options, &report);
+    if (progress) std::fprintf(stderr, "\n");
+    if (!status.ok()) {
+      std::cerr << "denormd replay: " << path << ": " << status.message()
+                << "\n  (everything up to line " << report.last_line
+                << " is committed; run again to resume)\n";
+      exit_code = kExitFailure;
+      continue;
+    }
+    double seconds = SecondsSince(start);
+    const BatchStats& s = report.stats;
+    if (s.events == 0) {
+      std::cout << path << ": nothing to apply: already applied up to line "
+                << report.resumed_after_line << "\n";
+      continue;
+    }
+    std::cout << path << ": " << FormatCount(s.events) << " events"
+              << (report.resumed_after_line > 0
+                      ? " (resumed after line " + std::to_string(report.resumed_after_line) + ")"
+                      : "")
+              << " in " << report.batches << " transactions, " << std::fixed;
+    std::cout.precision(2);
+    std::cout << seconds << " s: " << FormatCount(s.applied) << " applied, "
+              << FormatCount(s.stale) << " stale, " << FormatCount(s.dead_letters)
+              << " dead letters; " << FormatCount(s.documents_written) << " documents written, "
+              << FormatCount(s.documents_deleted) << " deleted\n";
+  }
+  return exit_code;
+}
+
+int RebuildOrVerify(const Arguments& args, bool verify) {
+  Session session;
+  if (int code = OpenSession(args, &session)) return code;
+  MaintenanceOptions options;
+  options.projections = args.rest;
+  bool progress = !args.quiet && isatty(STDERR_FILENO);
+  if (progress) {
+    options.on_page = [](const std::string& projection, uint64_t units) {
+      std::fprintf(stderr, "\r%s: %s documents   ", projection.c_str(), FormatCount(units).c_str());
+    };
+  }
+  auto start = std::chrono::steady_clock::now();
+  if (verify) {
+    std::vector<std::string> differences;
+    Status status = Verify(*session.plan, *session.applier, session.store.get(), options,
+                           &differences);
+    if (progress) std::fprintf(stderr, "\n");
+    if (!status.ok()) {
+      std::cerr << "denormd verify: " << status.message() << "\n";
+      return status.IsInvalidInput() ? kExitUsage : kExitFailure;
+    }
+    for (const std::string& line : differences) std::cout << line << "\n";
+    if (!differences.empty()) {
+      std::cout << differences.size() << " difference" << (differences.size() == 1 ? "" : "s")
+                << "; `denormd rebuild` repairs them\n";
+      return kExitFailure;
+    }
+    std::cout << "verify: all documents match their definitions (" << std::fixed;
+    std::cout.precision(2);
+    std::cout << SecondsSince(start) << " s)\n";
+    return kExitOk;
+  }
+  BatchStats stats;
+  Status status = Rebuild(*session.plan, *session.applier, session.store.get(), options, &stats);
+  if (progress) std::fprintf(stderr, "\n");
+  if (!status.ok()) {
+    std::cerr << "denormd rebuild: " << status.message() << "\n";
+    return status.IsInvalidInput() ? kExitUsage : kExitFailure;
+  }
+  std::cout << "rebuild: " << FormatCount(stats.units_recomputed) << " units recomputed, "
+            << FormatCount(stats.documents_written) << " documents written, "
+            << FormatCount(stats.documents_deleted) << " deleted (" << std::fixed;
+  std::cout.precision(2);
+  std::cout << SecondsSince(start) << " s)\n";
+  return kExitOk;
+}
+
+int StatusCommand(const Arguments& args) {
+  Session session;
+  if (int code = OpenSession(args, &session)) return code;
+  StoreSummary summary;
+  Status status = session.store->Summarize(&summary);
+  if (!status.ok()) {
+    std::cerr << "denormd status: " << status.message() << "\n";
+    return kExitFailure;
+  }
+  std::map<std::string, int64_t> end_offsets;
+  std::string lag_error;
+  if (session.config.kafka) {
+    Status lag = FetchKafkaEndOffsets(session.config, &end_offsets);
+    if (!lag.ok()) lag_error = lag.message();
+  }
+  std::cout << "schema " << session.config.store.schema << "\n\nstreams:\n";
+  if (summary.positions.empty()) std::cout << "  (none yet)\n";
+  for (const StoredPosition& p : summary.positions) {
+    std::cout << "  " << p.at.source << " partition " << p.at.partition << ": position "
+              << p.at.position;
+    auto end = end_offsets.find(p.at.source + "/" + std::to_string(p.at.partition));
+    if (end != end_offsets.end()) {
+      // The stored position is the last applied offset; the next is +1.
+      std::cout << ", end offset " << end->second << ", lag "
+                << std::max<int64_t>(0, end->second - (p.at.position + 1));
+    }
+    std::cout << "; applied " << FormatCount(p.applied) << ", stale " << FormatCount(p.stale)
+              << ", dead " << FormatCount(p.dead) << "\n";
+  }
+  if (!lag_error.empty()) std::cout << "  (Kafka end offsets unavailable: " << lag_error << ")\n";
+  std::cout << "\nentities:\n";
+  for (const auto& e : summary.entities) {
+    std::cout << "  " << e.first << ": " << FormatCount(e.second) << "\n";
+  }
+  std::cout << "  tombstones: " << FormatCount(summary.tombstones) << "\n\ncollections:\n";
+  for (const auto& c : summary.documents) {
+    std::cout << "  " << c.first << ": " << FormatCount(c.second) << " documents\n";
+  }
+  std::cout << "\ndead letters: " << FormatCount(summary.dead_letters) << "\n";
+  return kExitOk;
+}
+
+int Run(const Arguments& args) {
+  std::optional<Config> config = LoadConfigOrReport(args.config_path);
+  if (!config) return kExitUsage;
+  if (!config->kafka) {
+    std::cerr << args.config_path << ": `run` needs source.kafka (brokers, topics, group)\n";
+    return kExitUsage;
+  }
+  if (args.batch_size) config->batch.max_events = *args.batch_size;
+  RunOptions options;
+  options.postgres = args.postgres ? *args.postgres : PostgresConnectionString(*config);
+  options.metrics_port = args.metrics_port;
+  options.metrics_address = args.metrics_address;
+  return RunDaemon(*config, options);
+}
+
+}  // namespace
+
+int RunCommandLine(const std::vector<std::string>& argv) {
+  Arguments args;
+  std::string error = ParseArguments(argv, &args);
+  if (args.help || (argv.empty())) {
+    std::cout << kUsage;
+    return argv.empty() ? kExitUsage : kExitOk;
+  }
+  if (!error.empty()) {
+    std::cerr << "denormd: " << error << "\n(denormd --help explains the commands and options)\n";
+    return kExitUsage;
+  }
+  if (args.verbose) SetLogLevel(LogLevel::kDebug);
+  if (args.quiet) SetLogLevel(LogLevel::kWarn);
+  const std::string& c = args.command;
+  bool known = c == "run" || c == "replay" || c == "rebuild" || c == "verify" || c == "status" ||
+               c == "check";
+  if (!known) {
+    std::cerr << "denormd: " << (c.empty() ? "no command given" : "unknown command \"" + c + "\"")
+              << " (expected run, replay, rebuild, verify, status or check; see --help)\n";
+    return kExitUsage;
+  }
+  if (args.config_path.empty()) {
+    std::cerr << "denormd " << c << ": -c CONFIG is required (see --help)\n";
+    return kExitUsage;
+  }
+  if ((c == "run" || c == "status" || c == "check") && !args.rest.empty()) {
+    std::cerr << "denormd " << c << ": unexpected argument \"" << args.rest[0] << "\"\n";
+    return kExitUsage;
+  }
+  if (c == "check") return Check(args);
+  if (c == "replay") return Replay(args);
+  if (c == "rebuild") return RebuildOrVerify(args, /*verify=*/false);
+  if (c == "verify") return RebuildOrVerify(args, /*verify=*/true);
+  if (c == "status") return StatusCommand(args);
+  return Run(args);
+}
+
+}  // namespace denormd

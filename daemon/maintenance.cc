@@ -1,0 +1,145 @@
+#include "daemon/maintenance.h"
+
+#include <deque>
+
+namespace denormd {
+
+namespace {
+
+// Pages through one sorted key sequence of a projection.
+class KeyCursor {
+ public:
+  using Fetch = std::function<Status(StoreTransaction*, const std::string& after, size_t limit,
+                                     std::vector<std::string>* out)>;
+  KeyCursor(Fetch fetch, size_t page) : fetch_(std::move(fetch)), page_(page) {}
+
+  // The next key without consuming it; nullptr at the end.
+  Status Peek(StoreTransaction* txn, const std::string** key) {
+    if (buffer_.empty() && !done_) {
+      std::vector<std::string> next;
+      DENORMD_RETURN_IF_ERROR(fetch_(txn, last_, page_, &next));
+      if (next.size() < page_) done_ = true;
+      for (std::string& k : next) buffer_.push_back(std::move(k));
+      if (!buffer_.empty()) last_ = buffer_.back();
+    }
+    *key = buffer_.empty() ? nullptr : &buffer_.front();
+    return Status::Ok();
+  }
+  void Pop() { buffer_.pop_front(); }
+
+ private:
+  Fetch fetch_;
+  size_t page_;
+  std::deque<std::string> buffer_;
+  std::string last_;
+  bool done_ = false;
+};
+
+// Calls `visit` with pages of the units of projection `p`, in its own
+// transaction for each page.
+Status ForEachUnitPage(const ProjectionPlan& plan, Store* store, size_t p, size_t page_size,
+                       const std::function<Status(StoreTransaction*, const UnitSet&)>& visit) {
+  const ProjectionConfig& projection = plan.config().projections[p];
+  bool buckets = projection.kind == ProjectionConfig::Kind::kBuckets;
+  KeyCursor sources(
+      [&](StoreTransaction* txn, const std::string& after, size_t limit,
+          std::vector<std::string>* out) {
+        return buckets ? txn->ListReferenceTargets(projection.buckets, projection.by.text, after,
+                                                   limit, out)
+                       : txn->ListEntityIds(projection.from, after, limit, out);
+      },
+      page_size);
+  KeyCursor documents(
+      [&](StoreTransaction* txn, const std::string& after, size_t limit,
+          std::vector<std::string>* out) {
+        return txn->ListDocumentKeys(projection.collection, projection.name, buckets, after,
+                                     limit, out);
+      },
+      page_size);
+  while (true) {
+    std::unique_ptr<StoreTransaction> txn;
+    DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
+    UnitSet units;
+    std::set<std::string>& page = units[p];
+    while (page.size() < page_size) {
+      const std::string *a = nullptr, *b = nullptr;
+      DENORMD_RETURN_IF_ERROR(sources.Peek(txn.get(), &a));
+      DENORMD_RETURN_IF_ERROR(documents.Peek(txn.get(), &b));
+      if (a == nullptr && b == nullptr) break;
+      if (b == nullptr || (a != nullptr && *a <= *b)) {
+        if (b != nullptr && *a == *b) documents.Pop();
+        page.insert(*a);
+        sources.Pop();
+      } else {
+        page.insert(*b);
+        documents.Pop();
+      }
+    }
+    if (page.empty()) return Status::Ok();
+    DENORMD_RETURN_IF_ERROR(visit(txn.get(), units));
+    DENORMD_RETURN_IF_ERROR(txn->Commit());
+  }
+}
+
+Status SelectProjections(const Config& config, const std::vector<std::string>& names,
+                         std::vector<size_t>* out) {
+  for (size_t p = 0; p < config.projections.size(); ++p) {
+    if (names.empty()) out->push_back(p);
+  }
+  for (const std::string& name : names) {
+    const ProjectionConfig* projection = config.FindProjection(name);
+    if (projection == nullptr) {
+      std::string known;
+      for (const ProjectionConfig& c : config.projections) known += (known.empty() ? "" : ", ") + c.name;
+      return Status::InvalidInput("no projection named \"" + name + "\" (known: " + known + ")");
+    }
+    out->push_back(static_cast<size_t>(projection - config.projections.data()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Rebuild(const ProjectionPlan& plan, const BatchApplier& applier, Store* store,
+               const MaintenanceOptions& options, BatchStats* stats) {
+  std::vector<size_t> selected;
+  DENORMD_RETURN_IF_ERROR(SelectProjections(plan.config(), options.projections, &selected));
+  for (size_t p : selected) {
+    const ProjectionConfig& projection = plan.config().projections[p];
+    uint64_t done = 0;
+    DENORMD_RETURN_IF_ERROR(ForEachUnitPage(
+        plan, store, p, options.page_size, [&](StoreTransaction* txn, const UnitSet& units) {
+          std::vector<std::string> locks;
+          for (const std::string& unit : units.at(p)) {
+            locks.push_back(projection.kind == ProjectionConfig::Kind::kBuckets
+                                ? GroupLockKey(projection.name, unit)
+                                : EntityLockKey(projection.from, unit));
+          }
+          DENORMD_RETURN_IF_ERROR(txn->LockKeys(locks));
+          DENORMD_RETURN_IF_ERROR(applier.RecomputeUnits(txn, units, stats));
+          done += units.at(p).size();
+          if (options.on_page) options.on_page(projection.name, done);
+          return Status::Ok();
+        }));
+  }
+  return Status::Ok();
+}
+
+Status Verify(const ProjectionPlan& plan, const BatchApplier& applier, Store* store,
+              const MaintenanceOptions& options, std::vector<std::string>* differences) {
+  std::vector<size_t> selected;
+  DENORMD_RETURN_IF_ERROR(SelectProjections(plan.config(), options.projections, &selected));
+  for (size_t p : selected) {
+    uint64_t done = 0;
+    DENORMD_RETURN_IF_ERROR(ForEachUnitPage(
+        plan, store, p, options.page_size, [&](StoreTransaction* txn, const UnitSet& units) {
+          DENORMD_RETURN_IF_ERROR(applier.VerifyUnits(txn, units, differences));
+          done += units.at(p).size();
+          if (options.on_page) options.on_page(plan.config().projections[p].name, done);
+          return Status::Ok();
+        }));
+  }
+  return Status::Ok();
+}
+
+}  // namespace denormd

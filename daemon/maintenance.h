@@ -1,0 +1,37 @@
+// Rebuild and verify: recompute projections from the stored source.
+//
+// Both walk every unit a projection can have (each live root entity or group
+// value, and each stored document, merged in byte order) in pages, so memory
+// stays bounded however large the store. Rebuild writes each page in its own
+// transaction under the same locks as a batch, so it is safe while daemons
+// run; verify only reads.
+#ifndef DENORMD_DAEMON_MAINTENANCE_H_
+#define DENORMD_DAEMON_MAINTENANCE_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "projections/batch_applier.h"
+#include "projections/store.h"
+
+namespace denormd {
+
+struct MaintenanceOptions {
+  std::vector<std::string> projections;  // names; empty = all
+  size_t page_size = 1000;
+  // Called after each page with the projection name and units done so far.
+  std::function<void(const std::string& projection, uint64_t units)> on_page;
+};
+
+// Returns InvalidInput when a named projection does not exist.
+Status Rebuild(const ProjectionPlan& plan, const BatchApplier& applier, Store* store,
+               const MaintenanceOptions& options, BatchStats* stats);
+
+// Appends one line per difference; an empty list means the tables are exact.
+Status Verify(const ProjectionPlan& plan, const BatchApplier& applier, Store* store,
+              const MaintenanceOptions& options, std::vector<std::string>* differences);
+
+}  // namespace denormd
+
+#endif  // DENORMD_DAEMON_MAINTENANCE_H_

@@ -1,0 +1,194 @@
+#include "daemon/metrics.h"
+
+#include <charconv>
+#include <cmath>
+#include <string>
+
+namespace denormd {
+
+namespace {
+
+// Appends "# HELP name help\n# TYPE name type\n".
+void AppendHeader(std::string* out, const char* name, const char* type, const char* help) {
+  *out += "# HELP ";
+  *out += name;
+  *out += ' ';
+  *out += help;
+  *out += "\n# TYPE ";
+  *out += name;
+  *out += ' ';
+  *out += type;
+  *out += '\n';
+}
+
+// Appends "name{labels} value\n"; `labels` is "" or already formatted as
+// key="escaped",...
+void AppendSample(std::string* out, const std::string& name, const std::string& labels,
+                  const std::string& value) {
+  *out += name;
+  if (!labels.empty()) {
+    *out += '{';
+    *out += labels;
+    *out += '}';
+  }
+  *out += ' ';
+  *out += value;
+  *out += '\n';
+}
+
+void AppendCounter(std::string* out, const char* name, const char* help, uint64_t value) {
+  AppendHeader(out, name, "counter", help);
+  AppendSample(out, name, "", std::to_string(value));
+}
+
+void AppendGauge(std::string* out, const char* name, const char* help,
+                 const std::string& value) {
+  AppendHeader(out, name, "gauge", help);
+  AppendSample(out, name, "", value);
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string FormatSampleValue(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  char buffer[64];
+  // Shortest round-trip representation, independent of the C locale.
+  std::to_chars_result result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, result.ptr);
+}
+
+void Metrics::AddBatch(uint64_t applied, uint64_t stale, uint64_t dead, uint64_t written,
+                       uint64_t deleted, double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_applied_ += applied;
+  events_stale_ += stale;
+  dead_letters_ += dead;
+  documents_written_ += written;
+  documents_deleted_ += deleted;
+  ++batches_;
+  if (std::isnan(seconds)) return;
+  if (seconds < 0) seconds = 0;
+  size_t bucket = 0;
+  while (bucket < kBucketCount && seconds > kBatchDurationBuckets[bucket]) ++bucket;
+  ++duration_buckets_[bucket];
+  duration_sum_ += seconds;
+  ++duration_count_;
+}
+
+void Metrics::AddRetry() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++batch_retries_;
+}
+
+void Metrics::SetPartitionLag(const std::string& topic, int partition, int64_t lag) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  lag_[PartitionKey(topic, partition)] = lag;
+}
+
+void Metrics::SetLag(std::map<PartitionKey, int64_t> lags) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  lag_.swap(lags);
+}
+
+void Metrics::SetStoreHealthy(bool healthy) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  store_healthy_ = healthy;
+}
+
+void Metrics::SetLastCommitTimestamp(double unix_seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  last_commit_timestamp_ = unix_seconds;
+}
+
+std::string Metrics::Render() const {
+  // Snapshot under the lock, format outside it: writers on the batch path
+  // never wait for the string building.
+  uint64_t events_applied, events_stale, dead_letters, documents_written,
+      documents_deleted, batches, batch_retries, duration_count;
+  std::array<uint64_t, kBucketCount + 1> duration_buckets;
+  double duration_sum, last_commit_timestamp;
+  std::map<PartitionKey, int64_t> lag;
+  bool store_healthy;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_applied = events_applied_;
+    events_stale = events_stale_;
+    dead_letters = dead_letters_;
+    documents_written = documents_written_;
+    documents_deleted = documents_deleted_;
+    batches = batches_;
+    batch_retries = batch_retries_;
+    duration_buckets = duration_buckets_;
+    duration_sum = duration_sum_;
+    duration_count = duration_count_;
+    lag = lag_;
+    store_healthy = store_healthy_;
+    last_commit_timestamp = last_commit_timestamp_;
+  }
+
+  std::string out;
+  out.reserve(4096);
+  AppendCounter(&out, "denormd_events_applied_total",
+                "Events applied to the projections and committed.", events_applied);
+  AppendCounter(&out, "denormd_events_stale_total",
+                "Events skipped because a newer version was already applied.", events_stale);
+  AppendCounter(&out, "denormd_dead_letters_total",
+                "Events that could not be applied and were sent to the dead letters.",
+                dead_letters);
+  AppendCounter(&out, "denormd_documents_written_total",
+                "Projected documents inserted or updated in the store.", documents_written);
+  AppendCounter(&out, "denormd_documents_deleted_total",
+                "Projected documents deleted from the store.", documents_deleted);
+  AppendCounter(&out, "denormd_batches_total", "Batches committed to the store.", batches);
+  AppendCounter(&out, "denormd_batch_retries_total",
+                "Batch attempts rolled back and retried after a transient error.",
+                batch_retries);
+
+  const char* histogram = "denormd_batch_duration_seconds";
+  AppendHeader(&out, histogram, "histogram",
+               "Wall time to apply and commit one batch, including retries.");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= kBucketCount; ++i) {
+    cumulative += duration_buckets[i];
+    std::string le = i < kBucketCount ? FormatSampleValue(kBatchDurationBuckets[i]) : "+Inf";
+    AppendSample(&out, "denormd_batch_duration_seconds_bucket", "le=\"" + le + "\"",
+                 std::to_string(cumulative));
+  }
+  AppendSample(&out, "denormd_batch_duration_seconds_sum", "", FormatSampleValue(duration_sum));
+  AppendSample(&out, "denormd_batch_duration_seconds_count", "", std::to_string(duration_count));
+
+  AppendHeader(&out, "denormd_consumer_lag", "gauge",
+               "Messages between the committed offset and the end of the partition.");
+  for (const auto& [key, value] : lag) {
+    AppendSample(&out, "denormd_consumer_lag",
+                 "topic=\"" + EscapeLabelValue(key.first) + "\",partition=\"" +
+                     std::to_string(key.second) + "\"",
+                 std::to_string(value));
+  }
+
+  AppendGauge(&out, "denormd_up", "1 while the daemon is running.", "1");
+  AppendGauge(&out, "denormd_store_healthy",
+              "1 if the last check of the store connection succeeded, else 0.",
+              store_healthy ? "1" : "0");
+  AppendGauge(&out, "denormd_last_commit_timestamp_seconds",
+              "Unix time of the last batch committed to the store; 0 if none yet.",
+              FormatSampleValue(last_commit_timestamp));
+  return out;
+}
+
+}  // namespace denormd

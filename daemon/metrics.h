@@ -1,0 +1,103 @@
+// Metrics: the daemon's fixed set of Prometheus metrics, rendered in the text
+// exposition format 0.0.4 for the /metrics endpoint.
+//
+// This is not a generic registry: the metric set is fixed and named here, so
+// that a dashboard can rely on it.
+//   counters   denormd_events_applied_total, denormd_events_stale_total,
+//              denormd_dead_letters_total, denormd_documents_written_total,
+//              denormd_documents_deleted_total, denormd_batches_total,
+//              denormd_batch_retries_total
+//   histogram  denormd_batch_duration_seconds (buckets kBatchDurationBuckets)
+//   gauges     denormd_consumer_lag{topic,partition}, denormd_up (always 1),
+//              denormd_store_healthy (0/1, 0 until first set),
+//              denormd_last_commit_timestamp_seconds (0 until first set)
+//
+// Thread-safety: every method may be called from any thread; one mutex guards
+// all values, so Render() sees a consistent snapshot (a batch's counters and
+// its histogram observation appear together).
+#ifndef DENORMD_DAEMON_METRICS_H_
+#define DENORMD_DAEMON_METRICS_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace denormd {
+
+class Metrics {
+ public:
+  // Upper bounds (seconds, inclusive) of denormd_batch_duration_seconds; the
+  // +Inf bucket is implicit.
+  static constexpr std::array<double, 11> kBatchDurationBuckets = {
+      0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+
+  // (topic, partition) of a consumer-lag gauge.
+  using PartitionKey = std::pair<std::string, int>;
+
+  Metrics() = default;
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // Records one committed batch: adds the counts to the counters, increments
+  // denormd_batches_total and observes `seconds` (the batch's wall time,
+  // including retries) in denormd_batch_duration_seconds. A NaN duration is
+  // counted in denormd_batches_total but not observed; a negative one is
+  // observed as 0.
+  void AddBatch(uint64_t applied, uint64_t stale, uint64_t dead, uint64_t written,
+                uint64_t deleted, double seconds);
+
+  // Increments denormd_batch_retries_total (one rolled-back, retried attempt).
+  void AddRetry();
+
+  // Sets the lag of one partition, keeping the other partitions' gauges.
+  void SetPartitionLag(const std::string& topic, int partition, int64_t lag);
+
+  // Replaces the whole set of lag gauges: partitions absent from `lags` are
+  // no longer exported (e.g. after a rebalance revoked them).
+  void SetLag(std::map<PartitionKey, int64_t> lags);
+
+  // Sets denormd_store_healthy to 1 (true) or 0 (false).
+  void SetStoreHealthy(bool healthy);
+
+  // Sets denormd_last_commit_timestamp_seconds: Unix time of the last commit
+  // to the store, in seconds (the caller owns the clock).
+  void SetLastCommitTimestamp(double unix_seconds);
+
+  // The whole metric set in the Prometheus text format 0.0.4, each family
+  // with its # HELP and # TYPE lines; ends with a newline.
+  std::string Render() const;
+
+ private:
+  static constexpr size_t kBucketCount = kBatchDurationBuckets.size();
+
+  mutable std::mutex mutex_;
+  uint64_t events_applied_ = 0;     // GUARDED_BY(mutex_)
+  uint64_t events_stale_ = 0;       // GUARDED_BY(mutex_)
+  uint64_t dead_letters_ = 0;       // GUARDED_BY(mutex_)
+  uint64_t documents_written_ = 0;  // GUARDED_BY(mutex_)
+  uint64_t documents_deleted_ = 0;  // GUARDED_BY(mutex_)
+  uint64_t batches_ = 0;            // GUARDED_BY(mutex_)
+  uint64_t batch_retries_ = 0;      // GUARDED_BY(mutex_)
+  // Observations per bucket, not cumulative; the last entry is +Inf.
+  std::array<uint64_t, kBucketCount + 1> duration_buckets_{};  // GUARDED_BY(mutex_)
+  double duration_sum_ = 0;                                     // GUARDED_BY(mutex_)
+  uint64_t duration_count_ = 0;                                 // GUARDED_BY(mutex_)
+  std::map<PartitionKey, int64_t> lag_;                         // GUARDED_BY(mutex_)
+  bool store_healthy_ = false;                                  // GUARDED_BY(mutex_)
+  double last_commit_timestamp_ = 0;                            // GUARDED_BY(mutex_)
+};
+
+// A label value escaped for the text format: backslash, double quote and
+// newline become \\, \" and \n. Exposed for tests.
+std::string EscapeLabelValue(const std::string& value);
+
+// A sample value as the text format writes it: the shortest decimal that
+// reads back as `value`, or NaN, +Inf, -Inf. Exposed for tests.
+std::string FormatSampleValue(double value);
+
+}  // namespace denormd
+
+#endif  // DENORMD_DAEMON_METRICS_H_
