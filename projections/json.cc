@@ -9,7 +9,8 @@
 namespace denormd {
 
 Status ParseJson(const std::string& text, JsonDocument* out) {
-  out->Parse<rapidjson::kParseFullPrecisionFlag>(text.data(), text.size());
+  out->Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag>(
+      text.data(), text.size());
   if (out->HasParseError()) {
     return Status::InvalidInput(std::string("not valid JSON: ") +
                                 rapidjson::GetParseError_En(out->GetParseError()) +
