@@ -92,12 +92,19 @@ class PostgresTransaction : public StoreTransaction {
       array += std::to_string(ids[i]);
     }
     array += '}';
-    // Acquired in ascending key order, so lock sets taken in one statement
-    // cannot deadlock with each other.
+    // Row locks on a table of lock keys, not advisory locks: PostgreSQL
+    // keeps row locks in the rows themselves, so a fan-out that locks 100,000
+    // documents cannot exhaust the shared lock table (max_locks_per_transaction).
+    // A key's row is created on first use; rows are locked in ascending key
+    // order, so two lock sets taken this way cannot deadlock with each other.
     return Guard("locking " + std::to_string(ids.size()) + " keys", [&] {
-      work_.exec_params(
-          "select count(*) from (select pg_advisory_xact_lock(k) from unnest($1::bigint[]) k) s",
-          array);
+      work_.exec_params("insert into " + schema_ +
+                            ".locks (key) select k from unnest($1::bigint[]) k"
+                            " on conflict do nothing",
+                        array);
+      work_.exec_params("select key from " + schema_ +
+                            ".locks where key = any($1::bigint[]) order by key for update",
+                        array);
     });
   }
 
@@ -527,6 +534,7 @@ Status PostgresStore::Open() {
               " position bigint not null, applied bigint not null default 0,"
               " stale bigint not null default 0, dead bigint not null default 0,"
               " updated_at timestamptz not null default now(), primary key (source, partition))");
+    work.exec("create table if not exists " + s + ".locks (key bigint primary key)");
     work.exec("create table if not exists " + s +
               ".dead_letters (seq bigserial primary key, source text not null,"
               " partition integer not null, position bigint not null, raw bytea not null,"

@@ -5,6 +5,7 @@
 //   refs         (type, field, target, id)                 the reference index
 //   positions    (source, partition, position, counters)   consumer positions
 //   dead_letters (seq, source, partition, position, raw, reason, received_at)
+//   locks        (key)                                     rows locked by batches
 //   <collection> (id, doc jsonb, pk, projection)           one per collection
 //
 // Every bulk read and write is one statement with the rows passed as a single
@@ -66,7 +67,7 @@ class PostgresStore : public Store {
   std::unique_ptr<Connection> connection_;
 };
 
-// FNV-1a 64-bit hash of a lock key, as PostgreSQL's advisory lock key.
+// FNV-1a 64-bit hash of a lock key: the row of the locks table that stands for it.
 int64_t AdvisoryLockId(const std::string& key);
 
 // A PostgreSQL text[] literal: {"a","b\"c"}.

@@ -1,0 +1,209 @@
+// The denormd binary end to end on the real PostgreSQL: replay resumes, a
+// kill -9 mid-replay loses nothing, verify finds a corrupted document and
+// rebuild repairs it, check lists config errors.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "tests/test_support.h"
+
+namespace denormd {
+namespace {
+
+using testing::RunDenormd;
+using testing::SourcePath;
+using testing::Sql;
+
+// A copy of the article config with the test's own schema.
+std::string ArticleConfigFile(Config* config) {
+  std::string schema = testing::TestSchemaName();
+  *config = testing::LoadTestConfig("tests/data/article/config.yaml", schema);
+  std::string text = testing::ReadFile(SourcePath("tests/data/article/config.yaml"));
+  size_t at = text.find("schema: article");
+  EXPECT_NE(std::string::npos, at);
+  text.replace(at, std::string("schema: article").size(), "schema: " + schema);
+  return testing::WriteTempFile("config.yaml", text);
+}
+
+TEST(ReplayCli, SecondRunAppliesNothingAndSaysSo) {
+  Config config;
+  std::string config_file = ArticleConfigFile(&config);
+  std::string events = SourcePath("tests/data/article/events.jsonl");
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", config_file, events}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("286 events")) << output;
+  EXPECT_NE(std::string::npos, output.find("2 stale, 7 dead letters")) << output;
+
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", config_file, events}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("nothing to apply: already applied up to line 286"))
+      << output;
+  EXPECT_EQ(std::vector<std::string>({"7"}),
+            Sql("select count(*) from " + config.store.schema + ".dead_letters"));
+  EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(config),
+                                         SourcePath("tests/data/article/expected.json")));
+}
+
+TEST(ReplayCli, KillNineMidReplayThenRerunEndsExact) {
+  Config config;
+  std::string config_file = ArticleConfigFile(&config);
+  std::string events = SourcePath("tests/data/article/events-random.jsonl");
+  const std::string positions = "select coalesce(max(position), 0) from " +
+                                config.store.schema + ".positions";
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"status", "-c", config_file}, &output)) << output;  // creates tables
+  std::mt19937 random(20261125);
+  int64_t killed_at_least = 0;
+  for (int round = 0; round < 4; ++round) {
+    int64_t before = 0;
+    std::vector<std::string> rows = Sql(positions);
+    if (!rows.empty()) before = std::atoll(rows[0].c_str());
+    // Small batches make many commits, so the kill lands between and inside them.
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      setenv("DENORMD_POSTGRES", config.store.postgres.c_str(), 1);
+      execl(DENORMD_BINARY, DENORMD_BINARY, "replay", "-q", "-c", config_file.c_str(),
+            "--batch-size", "3", events.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // Wait until this run has committed a random number of further lines,
+    // then kill it without warning.
+    int64_t target = before + 50 + static_cast<int64_t>(random() % 400);
+    int status = 0;
+    bool exited = false;
+    while (!exited) {
+      rows = Sql(positions);
+      int64_t now = rows.empty() ? 0 : std::atoll(rows[0].c_str());
+      if (now >= target) break;
+      exited = waitpid(child, &status, WNOHANG) == child;
+      usleep(2000);
+    }
+    if (!exited) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      killed_at_least++;
+    }
+  }
+  EXPECT_GE(killed_at_least, 3) << "the replay finished before it could be killed";
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", config_file, events}, &output)) << output;
+  EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(config),
+                                         SourcePath("tests/data/article/expected-random.json")));
+  // No event counted twice: stale and dead totals are those of one clean run.
+  EXPECT_EQ(std::vector<std::string>({"59\t7\t3343"}),
+            Sql("select sum(stale), sum(dead), max(position) from " + config.store.schema +
+                ".positions"));
+  EXPECT_EQ(std::vector<std::string>({"7"}),
+            Sql("select count(*) from " + config.store.schema + ".dead_letters"));
+}
+
+TEST(VerifyCli, NamesACorruptedDocumentAndRebuildRepairsIt) {
+  Config config;
+  std::string config_file = ArticleConfigFile(&config);
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", config_file,
+                           SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  ASSERT_EQ(0, RunDenormd({"verify", "-c", config_file}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("all documents match")) << output;
+
+  const std::string& s = config.store.schema;
+  Sql("update " + s + ".books set doc = jsonb_set(doc, '{authors,0,name}', '\"Someone Else\"')"
+      " where id = 'b1'");
+  Sql("delete from " + s + ".authors where id = 'a3'");
+  Sql("insert into " + s + ".posts (id, doc, projection) values ('ghost', '{\"id\": \"ghost\"}', "
+      "'posts')");
+  ASSERT_EQ(1, RunDenormd({"verify", "-c", config_file}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("books (books) b1: differs")) << output;
+  EXPECT_NE(std::string::npos, output.find("Someone Else")) << output;
+  EXPECT_NE(std::string::npos, output.find("authors (authors) a3: missing")) << output;
+  EXPECT_NE(std::string::npos, output.find("posts (posts) ghost: unexpected")) << output;
+  EXPECT_NE(std::string::npos, output.find("3 differences")) << output;
+
+  // Verify of one projection looks only there.
+  ASSERT_EQ(0, RunDenormd({"verify", "-c", config_file, "people"}, &output)) << output;
+
+  ASSERT_EQ(0, RunDenormd({"rebuild", "-c", config_file}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("2 documents written, 1 deleted")) << output;
+  ASSERT_EQ(0, RunDenormd({"verify", "-c", config_file}, &output)) << output;
+  EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(config),
+                                         SourcePath("tests/data/article/expected.json")));
+}
+
+TEST(VerifyCli, UnknownProjectionIsAUsageError) {
+  Config config;
+  std::string config_file = ArticleConfigFile(&config);
+  std::string output;
+  EXPECT_EQ(2, RunDenormd({"verify", "-c", config_file, "nosuch"}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("no projection named \"nosuch\"")) << output;
+}
+
+TEST(CheckCli, ListsEveryErrorWithItsPlaceAndExitsNonZero) {
+  std::string bad = testing::WriteTempFile("bad.yaml", R"(store: {schema: library}
+entities: [author, book]
+projections:
+  authors:
+    from: author
+    fields:
+      countOfBooks: {count: book}
+      books: {ids: dragon, via: authorIds}
+  books:
+    from: book
+    collection: shared
+    fields:
+      authors: {lookup: author, by: authorIds, selec: [id]}
+      title: "{name"
+  others:
+    from: author
+    collection: shared
+)");
+  std::string output;
+  EXPECT_EQ(2, RunDenormd({"check", "-c", bad}, &output));
+  for (const char* expected : {"bad.yaml:7:", "via", "bad.yaml:8:", "dragon", "bad.yaml:13:",
+                               "did you mean \"select\"", "bad.yaml:14:", "partition"}) {
+    EXPECT_NE(std::string::npos, output.find(expected)) << expected << " in\n" << output;
+  }
+  std::string good = SourcePath("tests/data/article/config.yaml");
+  EXPECT_EQ(0, RunDenormd({"check", "-c", good}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("ok: 10 entity types, 10 projections")) << output;
+}
+
+TEST(Cli, HelpTeachesAndBadUsageExitsTwo) {
+  std::string output;
+  EXPECT_EQ(0, RunDenormd({"--help"}, &output));
+  for (const char* expected : {"run", "replay", "rebuild", "verify", "status", "check",
+                               "--batch-size", "Examples:"}) {
+    EXPECT_NE(std::string::npos, output.find(expected)) << expected;
+  }
+  EXPECT_EQ(2, RunDenormd({"explode"}, &output));
+  EXPECT_NE(std::string::npos, output.find("unknown command \"explode\"")) << output;
+  EXPECT_EQ(2, RunDenormd({"replay", "x.jsonl"}, &output));
+  EXPECT_NE(std::string::npos, output.find("-c CONFIG is required")) << output;
+  EXPECT_EQ(2, RunDenormd({"replay", "-c", "/nonexistent.yaml", "x"}, &output));
+  EXPECT_NE(std::string::npos, output.find("/nonexistent.yaml")) << output;
+}
+
+TEST(ReplayCli, UnreachableDatabaseIsAClearError) {
+  Config config;
+  std::string config_file = ArticleConfigFile(&config);
+  std::string output;
+  std::string command = std::string("DENORMD_POSTGRES=postgresql://127.0.0.1:1/nowhere '") +
+                        DENORMD_BINARY + "' replay -c '" + config_file + "' '" +
+                        SourcePath("tests/data/article/events.jsonl") + "' 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  int status = pclose(pipe);
+  EXPECT_EQ(1, WEXITSTATUS(status)) << output;
+  EXPECT_NE(std::string::npos, output.find("cannot open the store")) << output;
+  EXPECT_NE(std::string::npos, output.find("127.0.0.1:1")) << output;
+}
+
+}  // namespace
+}  // namespace denormd
