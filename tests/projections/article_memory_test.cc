@@ -34,6 +34,10 @@ struct Scenario {
   size_t batch_size;
 };
 
+void PrintTo(const Scenario& s, std::ostream* os) {
+  *os << s.events << " batch " << s.batch_size;
+}
+
 class ArticleMemoryTest : public ::testing::TestWithParam<Scenario> {};
 
 TEST_P(ArticleMemoryTest, ReplayProducesExactlyTheExpectedDocuments) {
