@@ -10,6 +10,8 @@
 //                    same input fails the same way. Events go to dead letters.
 //   kTransient     - a broken connection, a deadlock or serialization failure:
 //                    roll back and retry the whole batch.
+//   kConflict      - a stream position moved under us: another consumer
+//                    applied these events. Drop the batch and re-read positions.
 //   kFatal         - anything else: stop and report.
 #ifndef DENORMD_COMMON_STATUS_H_
 #define DENORMD_COMMON_STATUS_H_
@@ -21,7 +23,7 @@ namespace denormd {
 
 class Status {
  public:
-  enum class Code { kOk, kInvalidInput, kTransient, kFatal };
+  enum class Code { kOk, kInvalidInput, kTransient, kConflict, kFatal };
 
   Status() = default;
   static Status Ok() { return Status(); }
@@ -31,6 +33,9 @@ class Status {
   static Status Transient(std::string message) {
     return Status(Code::kTransient, std::move(message));
   }
+  static Status Conflict(std::string message) {
+    return Status(Code::kConflict, std::move(message));
+  }
   static Status Fatal(std::string message) {
     return Status(Code::kFatal, std::move(message));
   }
@@ -38,6 +43,7 @@ class Status {
   bool ok() const { return code_ == Code::kOk; }
   bool IsInvalidInput() const { return code_ == Code::kInvalidInput; }
   bool IsTransient() const { return code_ == Code::kTransient; }
+  bool IsConflict() const { return code_ == Code::kConflict; }
   bool IsFatal() const { return code_ == Code::kFatal; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
@@ -57,6 +63,7 @@ inline std::string Status::ToString() const {
     case Code::kOk: return "ok";
     case Code::kInvalidInput: return "invalid input: " + message_;
     case Code::kTransient: return "transient error: " + message_;
+    case Code::kConflict: return "conflict: " + message_;
     case Code::kFatal: return "error: " + message_;
   }
   return message_;

@@ -27,7 +27,7 @@ using KeyList = std::vector<std::string>;
 
 const KeyList kTopKeys = {"source", "store", "batch", "entities", "projections"};
 const KeyList kSourceKeys = {"kafka"};
-const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic"};
+const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
 const KeyList kStoreKeys = {"postgres", "schema"};
 const KeyList kBatchKeys = {"max_events", "max_delay_ms"};
 const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
@@ -532,6 +532,16 @@ void ConfigParser::ReadSource(const Item& item, Config* config) {
   if (Require(kafka_item, kafka, "group")) ReadNonEmptyString(kafka.at("group"), &out.group);
   if (kafka.count("dead_letter_topic")) {
     ReadString(kafka.at("dead_letter_topic"), &out.dead_letter_topic);
+  }
+  if (kafka.count("properties") && ExpectMap(kafka.at("properties"))) {
+    for (const Entry& entry : Entries(kafka.at("properties"))) {
+      if (!entry.value.node.IsScalar()) {
+        Error(entry.value, "a librdkafka property value must be a scalar, found " +
+                               Describe(entry.value.node));
+        continue;
+      }
+      out.properties.emplace_back(entry.key, entry.value.node.Scalar());
+    }
   }
   config->kafka = std::move(out);
 }

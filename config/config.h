@@ -145,6 +145,9 @@ struct KafkaSourceConfig {
   std::vector<std::string> topics;   // required, non-empty
   std::string group;                 // required
   std::string dead_letter_topic;     // optional; "" = table only
+  // Extra librdkafka consumer properties (e.g. session.timeout.ms), applied
+  // after denormd's own; in file order. Checked by librdkafka at start-up.
+  std::vector<std::pair<std::string, std::string>> properties;
 };
 
 struct StoreConfig {

@@ -353,6 +353,7 @@ class PostgresTransaction : public StoreTransaction {
   }
 
   Status SavePositions(const std::vector<PositionUpdate>& updates) override {
+    DENORMD_RETURN_IF_ERROR(CheckExpectedPositions(updates));
     rapidjson::StringBuffer buffer;
     JsonWriter w(buffer);
     w.StartArray();
@@ -384,6 +385,44 @@ class PostgresTransaction : public StoreTransaction {
               " dead = p.dead + excluded.dead, updated_at = now()",
           std::string(buffer.GetString(), buffer.GetSize()));
     });
+  }
+
+  // Locks the stored positions of the fenced streams and compares them with
+  // what the batch started from. The row lock makes a second committer of
+  // the same stream wait and then see the first one's position.
+  Status CheckExpectedPositions(const std::vector<PositionUpdate>& updates) {
+    std::vector<std::string> sources, partitions;
+    for (const PositionUpdate& update : updates) {
+      if (!update.expected_previous) continue;
+      sources.push_back(update.at.source);
+      partitions.push_back(std::to_string(update.at.partition));
+    }
+    if (sources.empty()) return Status::Ok();
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("checking positions", [&] {
+      rows = work_.exec_params("select p.source, p.partition, p.position from " + schema_ +
+                                   ".positions p join unnest($1::text[], $2::int[]) k(source, "
+                                   "partition) on p.source = k.source and p.partition = "
+                                   "k.partition order by 1, 2 for update of p",
+                               PgTextArray(sources), PgTextArray(partitions));
+    }));
+    std::map<std::pair<std::string, int32_t>, int64_t> stored;
+    for (const auto& row : rows) {
+      stored[{row[0].c_str(), row[1].as<int32_t>()}] = row[2].as<int64_t>();
+    }
+    for (const PositionUpdate& update : updates) {
+      if (!update.expected_previous) continue;
+      auto it = stored.find({update.at.source, update.at.partition});
+      int64_t position = it == stored.end() ? -1 : it->second;
+      if (position != *update.expected_previous) {
+        return Status::Conflict(update.at.source + " partition " +
+                                std::to_string(update.at.partition) + " is at " +
+                                std::to_string(position) + ", this batch expected " +
+                                std::to_string(*update.expected_previous) +
+                                ": another consumer applied these events");
+      }
+    }
+    return Status::Ok();
   }
 
   Status AddDeadLetters(const std::vector<DeadLetter>& letters) override {

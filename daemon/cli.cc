@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "config/config.h"
+#include "connectors/kafka_publisher.h"
 #include "connectors/postgres_store.h"
 #include "daemon/maintenance.h"
 #include "daemon/replay.h"
@@ -33,6 +34,8 @@ Commands:
   status                   stream positions, Kafka lag, documents per collection,
                            dead letters
   check                    validate the config; list every error with its place
+  publish FILE...          send JSON Lines event logs to the first source.kafka topic
+                           (or --topic), keyed type:id; for loading and demos
 
 Options:
   -c, --config FILE        the YAML configuration (required; see docs/configuration.md)
@@ -42,6 +45,7 @@ Options:
   --metrics-port PORT      run: serve Prometheus /metrics and /healthz on PORT
                            (0 = off, the default)
   --metrics-address ADDR   run: address to listen on (default 127.0.0.1)
+  --topic TOPIC            publish: the topic (default: the first of source.kafka.topics)
   -q, --quiet              no progress output, warnings and errors only
   -v, --verbose            debug log lines
   -h, --help               this text
@@ -62,6 +66,7 @@ struct Arguments {
   std::optional<size_t> batch_size;
   int metrics_port = 0;
   std::string metrics_address = "127.0.0.1";
+  std::string topic;
   bool quiet = false;
   bool verbose = false;
   bool help = false;
@@ -119,6 +124,9 @@ std::string ParseArguments(const std::vector<std::string>& args, Arguments* out)
     } else if (is("--metrics-address")) {
       if (!value(&v)) return "--metrics-address needs an address";
       out->metrics_address = v;
+    } else if (is("--topic")) {
+      if (!value(&v)) return "--topic needs a topic name";
+      out->topic = v;
     } else if (arg == "-q" || arg == "--quiet") {
       out->quiet = true;
     } else if (arg == "-v" || arg == "--verbose") {
@@ -345,6 +353,31 @@ int StatusCommand(const Arguments& args) {
   return kExitOk;
 }
 
+int Publish(const Arguments& args) {
+  std::optional<Config> config = LoadConfigOrReport(args.config_path);
+  if (!config) return kExitUsage;
+  if (!config->kafka) {
+    std::cerr << args.config_path << ": `publish` needs source.kafka (brokers, topics)\n";
+    return kExitUsage;
+  }
+  if (args.rest.empty()) {
+    std::cerr << "denormd publish: name at least one event log (or - for stdin)\n";
+    return kExitUsage;
+  }
+  std::string topic = args.topic.empty() ? config->kafka->topics.front() : args.topic;
+  for (const std::string& path : args.rest) {
+    uint64_t published = 0;
+    Status status = PublishEventLog(*config->kafka, topic, path, &published);
+    if (!status.ok()) {
+      std::cerr << "denormd publish: " << path << ": " << status.message() << "\n";
+      return kExitFailure;
+    }
+    std::cout << path << ": " << FormatCount(published) << " events published to " << topic
+              << " at " << config->kafka->brokers << "\n";
+  }
+  return kExitOk;
+}
+
 int Run(const Arguments& args) {
   std::optional<Config> config = LoadConfigOrReport(args.config_path);
   if (!config) return kExitUsage;
@@ -377,10 +410,10 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (args.quiet) SetLogLevel(LogLevel::kWarn);
   const std::string& c = args.command;
   bool known = c == "run" || c == "replay" || c == "rebuild" || c == "verify" || c == "status" ||
-               c == "check";
+               c == "check" || c == "publish";
   if (!known) {
     std::cerr << "denormd: " << (c.empty() ? "no command given" : "unknown command \"" + c + "\"")
-              << " (expected run, replay, rebuild, verify, status or check; see --help)\n";
+              << " (expected run, replay, rebuild, verify, status, check or publish; see --help)\n";
     return kExitUsage;
   }
   if (args.config_path.empty()) {
@@ -396,6 +429,7 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (c == "rebuild") return RebuildOrVerify(args, /*verify=*/false);
   if (c == "verify") return RebuildOrVerify(args, /*verify=*/true);
   if (c == "status") return StatusCommand(args);
+  if (c == "publish") return Publish(args);
   return Run(args);
 }
 

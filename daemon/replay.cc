@@ -40,6 +40,10 @@ Status ReplayLog(const Config& config, const BatchApplier& applier, Store* store
     DENORMD_RETURN_IF_ERROR(reader.Read(batch_size, &raw, &eof));
     if (raw.empty()) break;
     DecodedBatch batch = DecodeBatch(config, raw);
+    if (path != "-") {
+      batch.previous_positions.push_back(
+          {reader.source(), 0, report->last_line == 0 ? -1 : report->last_line});
+    }
     BatchStats stats;
     Status status;
     for (int attempt = 1;; ++attempt) {

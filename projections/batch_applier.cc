@@ -187,6 +187,10 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatc
   // Apply the events in order, entity by entity state.
   std::map<std::string, PositionUpdate> streams;
   for (const SourcePosition& last : batch.last_positions) streams[StreamKey(last)].at = last;
+  for (const SourcePosition& previous : batch.previous_positions) {
+    auto it = streams.find(StreamKey(previous));
+    if (it != streams.end()) it->second.expected_previous = previous.position;
+  }
   for (const DeadLetter& letter : batch.dead_letters) streams[StreamKey(letter.at)].dead++;
   for (const DecodedBatch::Item& item : batch.events) {
     const EntityEvent& event = item.event;

@@ -35,6 +35,9 @@ struct DecodedBatch {
   std::vector<Item> events;
   std::vector<DeadLetter> dead_letters;
   std::vector<SourcePosition> last_positions;  // one per (source, partition)
+  // Optional fencing: the stored position each stream is expected to have
+  // before this batch (-1 = none). Streams not listed are not checked.
+  std::vector<SourcePosition> previous_positions;
   size_t raw_count = 0;
 };
 

@@ -152,6 +152,17 @@ class MemoryTransaction : public StoreTransaction {
 
   Status SavePositions(const std::vector<PositionUpdate>& updates) override {
     for (const PositionUpdate& update : updates) {
+      if (!update.expected_previous) continue;
+      auto it = state_.positions.find({update.at.source, update.at.partition});
+      int64_t stored = it == state_.positions.end() ? -1 : it->second.at.position;
+      if (stored != *update.expected_previous) {
+        return Status::Conflict(update.at.source + " partition " +
+                                std::to_string(update.at.partition) + " is at " +
+                                std::to_string(stored) + ", expected " +
+                                std::to_string(*update.expected_previous));
+      }
+    }
+    for (const PositionUpdate& update : updates) {
       StoredPosition& stored = state_.positions[{update.at.source, update.at.partition}];
       stored.at = update.at;
       stored.applied += update.applied;

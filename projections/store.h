@@ -66,6 +66,11 @@ struct DocumentRow {
 // Per-stream progress recorded with a batch.
 struct PositionUpdate {
   SourcePosition at;       // the last event of the batch in this stream
+  // When set, the position this batch started from (-1: none stored yet).
+  // SavePositions fails with Conflict if the stored position differs: another
+  // consumer applied events of this stream meanwhile (a zombie instance after
+  // a rebalance, or a second replay of one log).
+  std::optional<int64_t> expected_previous;
   uint64_t applied = 0;    // events applied (not stale, not dead)
   uint64_t stale = 0;      // events skipped as stale
   uint64_t dead = 0;       // events sent to dead letters

@@ -1,0 +1,100 @@
+#include "connectors/kafka_publisher.h"
+
+#include <memory>
+#include <vector>
+
+#include <librdkafka/rdkafkacpp.h>
+
+#include "connectors/event_log.h"
+#include "projections/json.h"
+
+namespace denormd {
+
+namespace {
+
+class DeliveryCheck : public RdKafka::DeliveryReportCb {
+ public:
+  void dr_cb(RdKafka::Message& message) override {
+    if (message.err() != RdKafka::ERR_NO_ERROR) {
+      failures++;
+      last_error = message.errstr();
+    }
+  }
+  uint64_t failures = 0;
+  std::string last_error;
+};
+
+// "type:id" when the line is an object with string type and id, else "".
+std::string KeyOf(const std::string& line) {
+  JsonDocument doc;
+  if (!ParseJson(line, &doc).ok() || !doc.IsObject()) return "";
+  auto type = doc.FindMember("type");
+  auto id = doc.FindMember("id");
+  if (type == doc.MemberEnd() || id == doc.MemberEnd() || !type->value.IsString() ||
+      !id->value.IsString()) {
+    return "";
+  }
+  return std::string(type->value.GetString()) + ":" + id->value.GetString();
+}
+
+}  // namespace
+
+Status PublishEventLog(const KafkaSourceConfig& kafka, const std::string& topic,
+                       const std::string& path, uint64_t* published) {
+  DeliveryCheck deliveries;
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  std::string error;
+  for (const auto& p : std::vector<std::pair<std::string, std::string>>{
+           {"bootstrap.servers", kafka.brokers},
+           {"enable.idempotence", "true"},
+           {"linger.ms", "20"}}) {
+    if (conf->set(p.first, p.second, error) != RdKafka::Conf::CONF_OK) {
+      return Status::InvalidInput(p.first + ": " + error);
+    }
+  }
+  if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(&deliveries), error) !=
+      RdKafka::Conf::CONF_OK) {
+    return Status::Fatal(error);
+  }
+  std::unique_ptr<RdKafka::Producer> producer(RdKafka::Producer::create(conf.get(), error));
+  if (!producer) return Status::Fatal("cannot create a Kafka producer: " + error);
+
+  EventLogReader reader;
+  DENORMD_RETURN_IF_ERROR(reader.Open(path));
+  bool eof = false;
+  while (!eof) {
+    std::vector<RawEvent> events;
+    DENORMD_RETURN_IF_ERROR(reader.Read(10000, &events, &eof));
+    for (const RawEvent& event : events) {
+      std::string key = KeyOf(event.bytes);
+      while (true) {
+        RdKafka::ErrorCode err = producer->produce(
+            topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
+            const_cast<char*>(event.bytes.data()), event.bytes.size(),
+            key.empty() ? nullptr : key.data(), key.size(), 0, nullptr);
+        if (err == RdKafka::ERR__QUEUE_FULL) {
+          producer->poll(100);
+          continue;
+        }
+        if (err != RdKafka::ERR_NO_ERROR) {
+          return Status::Transient("producing to " + topic + ": " + RdKafka::err2str(err));
+        }
+        break;
+      }
+      ++*published;
+      producer->poll(0);
+    }
+  }
+  RdKafka::ErrorCode err = producer->flush(60000);
+  if (err != RdKafka::ERR_NO_ERROR) {
+    return Status::Transient("not all messages acknowledged by " + kafka.brokers + " in 60 s: " +
+                             RdKafka::err2str(err));
+  }
+  if (deliveries.failures > 0) {
+    return Status::Transient(std::to_string(deliveries.failures) + " messages not delivered: " +
+                             deliveries.last_error);
+  }
+  return Status::Ok();
+}
+
+}  // namespace denormd

@@ -1,0 +1,372 @@
+#include "connectors/kafka_source.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <librdkafka/rdkafkacpp.h>
+
+#include "common/log.h"
+
+namespace denormd {
+
+namespace {
+
+// Routes librdkafka's errors and log lines into denormd's structured log.
+// Repeated identical errors (a broker that stays down) are logged once per
+// change, not once per retry.
+class KafkaLogger : public RdKafka::EventCb {
+ public:
+  void event_cb(RdKafka::Event& event) override {
+    switch (event.type()) {
+      case RdKafka::Event::EVENT_ERROR: {
+        std::string text = RdKafka::err2str(event.err()) + ": " + event.str();
+        if (text == last_error_) return;
+        last_error_ = text;
+        Log(event.fatal() ? LogLevel::kError : LogLevel::kWarn, "kafka_error",
+            {{"error", text}});
+        return;
+      }
+      case RdKafka::Event::EVENT_LOG:
+        Log(event.severity() <= RdKafka::Event::EVENT_SEVERITY_ERROR ? LogLevel::kWarn
+                                                                        : LogLevel::kDebug,
+            "kafka_log", {{"facility", event.fac()}, {"message", event.str()}});
+        return;
+      default:
+        return;
+    }
+  }
+  void Reset() { last_error_.clear(); }
+
+ private:
+  std::string last_error_;
+};
+
+Status SetAll(RdKafka::Conf* conf, const std::vector<std::pair<std::string, std::string>>& props) {
+  std::string error;
+  for (const auto& p : props) {
+    if (conf->set(p.first, p.second, error) != RdKafka::Conf::CONF_OK) {
+      return Status::InvalidInput("librdkafka property " + p.first + "=" + p.second + ": " +
+                                  error);
+    }
+  }
+  return Status::Ok();
+}
+
+std::string Hostname() {
+  char name[256] = "host";
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Properties every denormd client sets, then the user's.
+Status BaseConf(const KafkaSourceConfig& kafka, RdKafka::Conf* conf) {
+  DENORMD_RETURN_IF_ERROR(SetAll(conf, {{"bootstrap.servers", kafka.brokers},
+                                        {"client.id", "denormd-" + Hostname() + "-" +
+                                                          std::to_string(getpid())}}));
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string KafkaStreamSource(const KafkaSourceConfig& kafka, const std::string& topic) {
+  return "kafka:" + kafka.group + ":" + topic;
+}
+
+class DeliveryCounter : public RdKafka::DeliveryReportCb {
+ public:
+  void dr_cb(RdKafka::Message& message) override {
+    if (message.err() != RdKafka::ERR_NO_ERROR) {
+      failures++;
+      last_error = message.errstr();
+    }
+  }
+  int failures = 0;
+  std::string last_error;
+};
+
+class KafkaEventSource::Rebalancer : public RdKafka::RebalanceCb {
+ public:
+  explicit Rebalancer(KafkaEventSource* source) : source_(source) {}
+  void rebalance_cb(RdKafka::KafkaConsumer* consumer, RdKafka::ErrorCode err,
+                    std::vector<RdKafka::TopicPartition*>& partitions) override {
+    source_->generation_++;
+    std::vector<TopicPartition> list;
+    for (const RdKafka::TopicPartition* p : partitions) list.emplace_back(p->topic(), p->partition());
+    if (err == RdKafka::ERR__ASSIGN_PARTITIONS) {
+      Status status = source_->AssignFromStore(list);
+      if (!status.ok()) {
+        Log(LogLevel::kError, "assign_failed", {{"error", status.message()}});
+        consumer->unassign();
+      }
+      return;
+    }
+    std::string names;
+    for (const auto& tp : list) {
+      names += (names.empty() ? "" : ",") + tp.first + "/" + std::to_string(tp.second);
+      source_->committed_.erase(tp);
+    }
+    Log(LogLevel::kInfo, "partitions_revoked", {{"partitions", names}});
+    consumer->unassign();
+  }
+  KafkaLogger logger;
+  DeliveryCounter deliveries;
+
+ private:
+  KafkaEventSource* source_;
+};
+
+KafkaEventSource::KafkaEventSource(const Config& config, PositionLoader loader,
+                                   const std::atomic<bool>* stopping)
+    : config_(config), loader_(std::move(loader)), stopping_(stopping) {}
+
+KafkaEventSource::~KafkaEventSource() { Close(); }
+
+Status KafkaEventSource::Open() {
+  const KafkaSourceConfig& kafka = *config_.kafka;
+  rebalancer_ = std::make_unique<Rebalancer>(this);
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  DENORMD_RETURN_IF_ERROR(BaseConf(kafka, conf.get()));
+  DENORMD_RETURN_IF_ERROR(SetAll(conf.get(), {{"group.id", kafka.group},
+                                              // Offsets live in PostgreSQL, never in Kafka.
+                                              {"enable.auto.commit", "false"},
+                                              {"enable.auto.offset.store", "false"},
+                                              {"auto.offset.reset", "earliest"},
+                                              {"enable.partition.eof", "false"}}));
+  std::string error;
+  if (conf->set("rebalance_cb", rebalancer_.get(), error) != RdKafka::Conf::CONF_OK ||
+      conf->set("event_cb", static_cast<RdKafka::EventCb*>(&rebalancer_->logger), error) !=
+          RdKafka::Conf::CONF_OK) {
+    return Status::Fatal("librdkafka: " + error);
+  }
+  DENORMD_RETURN_IF_ERROR(SetAll(conf.get(), kafka.properties));
+  consumer_.reset(RdKafka::KafkaConsumer::create(conf.get(), error));
+  if (!consumer_) return Status::InvalidInput("cannot create the Kafka consumer: " + error);
+  RdKafka::ErrorCode err = consumer_->subscribe(kafka.topics);
+  if (err != RdKafka::ERR_NO_ERROR) {
+    return Status::Fatal("cannot subscribe to the topics: " + RdKafka::err2str(err));
+  }
+  if (!kafka.dead_letter_topic.empty()) {
+    std::unique_ptr<RdKafka::Conf> pconf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    DENORMD_RETURN_IF_ERROR(BaseConf(kafka, pconf.get()));
+    DENORMD_RETURN_IF_ERROR(SetAll(pconf.get(), {{"enable.idempotence", "true"}}));
+    if (pconf->set("event_cb", static_cast<RdKafka::EventCb*>(&rebalancer_->logger), error) !=
+            RdKafka::Conf::CONF_OK ||
+        pconf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(&rebalancer_->deliveries),
+                   error) != RdKafka::Conf::CONF_OK) {
+      return Status::Fatal("librdkafka: " + error);
+    }
+    dead_letter_producer_.reset(RdKafka::Producer::create(pconf.get(), error));
+    if (!dead_letter_producer_) {
+      return Status::InvalidInput("cannot create the dead-letter producer: " + error);
+    }
+  }
+  Log(LogLevel::kInfo, "kafka_subscribed",
+      {{"brokers", kafka.brokers}, {"group", kafka.group}, {"topics", [&] {
+         std::string t;
+         for (const std::string& topic : kafka.topics) t += (t.empty() ? "" : ",") + topic;
+         return t;
+       }()}});
+  return Status::Ok();
+}
+
+Status KafkaEventSource::AssignFromStore(std::vector<TopicPartition> partitions) {
+  std::map<TopicPartition, int64_t> stored;
+  // The store may be down right now; consuming without positions is not an
+  // option, so wait for it (or for a stop).
+  for (int attempt = 1;; ++attempt) {
+    stored.clear();
+    std::vector<TopicPartition> keys;
+    Status status = loader_(partitions, &stored);
+    if (status.ok()) break;
+    if (stopping_->load()) return Status::Transient("stopping while loading positions");
+    Log(LogLevel::kWarn, "positions_unavailable",
+        {{"attempt", attempt}, {"error", status.message()}});
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(5000, 100 << std::min(attempt, 6))));
+  }
+  std::vector<RdKafka::TopicPartition*> assignment;
+  std::string names;
+  for (const TopicPartition& tp : partitions) {
+    auto it = stored.find(tp);
+    int64_t next = it == stored.end() ? RdKafka::Topic::OFFSET_BEGINNING : it->second + 1;
+    committed_[tp] = it == stored.end() ? -1 : it->second;
+    assignment.push_back(RdKafka::TopicPartition::create(tp.first, tp.second, next));
+    names += (names.empty() ? "" : ",") + tp.first + "/" + std::to_string(tp.second) + "@" +
+             (it == stored.end() ? std::string("beginning") : std::to_string(next));
+  }
+  RdKafka::ErrorCode err = consumer_->assign(assignment);
+  RdKafka::TopicPartition::destroy(assignment);
+  if (err != RdKafka::ERR_NO_ERROR) return Status::Fatal("assign: " + RdKafka::err2str(err));
+  Log(LogLevel::kInfo, "partitions_assigned", {{"partitions", names}});
+  return Status::Ok();
+}
+
+Status KafkaEventSource::Poll(size_t max, int max_delay_ms, int idle_ms,
+                              std::vector<RawEvent>* out) {
+  using Clock = std::chrono::steady_clock;
+  const uint64_t generation = generation_;
+  Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(idle_ms);
+  bool first = true;
+  while (out->size() < max && !stopping_->load()) {
+    int remaining = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    if (remaining <= 0) break;
+    std::unique_ptr<RdKafka::Message> message(consumer_->consume(std::min(remaining, 100)));
+    if (generation_ != generation) {
+      // A rebalance happened inside consume(): what was read may belong to
+      // partitions this instance no longer owns. Read again from the store's
+      // positions.
+      out->clear();
+      return Status::Ok();
+    }
+    switch (message->err()) {
+      case RdKafka::ERR_NO_ERROR: {
+        rebalancer_->logger.Reset();
+        RawEvent event;
+        event.at.source = KafkaStreamSource(*config_.kafka, message->topic_name());
+        event.at.partition = message->partition();
+        event.at.position = message->offset();
+        if (message->payload() != nullptr) {
+          event.bytes.assign(static_cast<const char*>(message->payload()), message->len());
+        }
+        out->push_back(std::move(event));
+        if (first) {
+          first = false;
+          deadline = Clock::now() + std::chrono::milliseconds(max_delay_ms);
+        }
+        break;
+      }
+      case RdKafka::ERR__TIMED_OUT:
+      case RdKafka::ERR__PARTITION_EOF:
+        break;
+      case RdKafka::ERR__FATAL:
+        return Status::Fatal("Kafka consumer: " + message->errstr());
+      default:
+        // Transport errors, unknown topics while they are created, ...:
+        // librdkafka retries on its own; the event callback logs them.
+        break;
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<SourcePosition> KafkaEventSource::PreviousPositions() const {
+  std::vector<SourcePosition> out;
+  for (const auto& entry : committed_) {
+    out.push_back({KafkaStreamSource(*config_.kafka, entry.first.first), entry.first.second,
+                   entry.second});
+  }
+  return out;
+}
+
+void KafkaEventSource::MarkCommitted(const std::vector<SourcePosition>& last) {
+  const std::string prefix = KafkaStreamSource(*config_.kafka, "");
+  for (const SourcePosition& p : last) {
+    TopicPartition tp(p.source.substr(prefix.size()), p.partition);
+    auto it = committed_.find(tp);
+    if (it != committed_.end()) it->second = p.position;
+  }
+}
+
+Status KafkaEventSource::Reseek() {
+  std::vector<TopicPartition> partitions;
+  for (const auto& entry : committed_) partitions.push_back(entry.first);
+  generation_++;
+  consumer_->unassign();
+  committed_.clear();
+  return AssignFromStore(partitions);
+}
+
+Status KafkaEventSource::PublishDeadLetters(const std::vector<DeadLetter>& letters) {
+  if (!dead_letter_producer_ || letters.empty()) return Status::Ok();
+  DeliveryCounter& deliveries = rebalancer_->deliveries;
+  deliveries.failures = 0;
+  const std::string& topic = config_.kafka->dead_letter_topic;
+  for (const DeadLetter& letter : letters) {
+    std::string key = letter.at.source + "/" + std::to_string(letter.at.partition) + "/" +
+                      std::to_string(letter.at.position);
+    RdKafka::Headers* headers = RdKafka::Headers::create();
+    headers->add("denormd-reason", letter.reason);
+    headers->add("denormd-source", key);
+    RdKafka::ErrorCode err = dead_letter_producer_->produce(
+        topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
+        const_cast<char*>(letter.raw.data()), letter.raw.size(), key.data(), key.size(), 0,
+        headers, nullptr);
+    if (err != RdKafka::ERR_NO_ERROR) {
+      delete headers;  // ownership passes to librdkafka only on success
+      return Status::Transient("dead-letter topic " + topic + ": " + RdKafka::err2str(err));
+    }
+  }
+  // flush() serves the delivery reports.
+  RdKafka::ErrorCode err = dead_letter_producer_->flush(10000);
+  if (err != RdKafka::ERR_NO_ERROR) {
+    return Status::Transient("dead-letter topic " + topic + ": not acknowledged in 10 s (" +
+                             RdKafka::err2str(err) + ")");
+  }
+  if (deliveries.failures > 0) {
+    return Status::Transient("dead-letter topic " + topic + ": " +
+                             std::to_string(deliveries.failures) + " not delivered (" +
+                             deliveries.last_error + ")");
+  }
+  return Status::Ok();
+}
+
+std::map<KafkaEventSource::TopicPartition, int64_t> KafkaEventSource::Lag() const {
+  std::map<TopicPartition, int64_t> lag;
+  for (const auto& entry : committed_) {
+    int64_t low = 0, high = 0;
+    if (consumer_->get_watermark_offsets(entry.first.first, entry.first.second, &low, &high) !=
+            RdKafka::ERR_NO_ERROR ||
+        high < 0) {
+      continue;
+    }
+    int64_t next = entry.second < 0 ? low : entry.second + 1;
+    lag[entry.first] = std::max<int64_t>(0, high - next);
+  }
+  return lag;
+}
+
+void KafkaEventSource::Close() {
+  if (closed_ || !consumer_) return;
+  closed_ = true;
+  consumer_->close();  // leaves the group; the revoke runs in here
+  if (dead_letter_producer_) dead_letter_producer_->flush(5000);
+  Log(LogLevel::kInfo, "kafka_closed");
+}
+
+Status QueryKafkaEndOffsets(const Config& config, std::map<std::string, int64_t>* out) {
+  if (!config.kafka) return Status::InvalidInput("no source.kafka in the config");
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  DENORMD_RETURN_IF_ERROR(BaseConf(*config.kafka, conf.get()));
+  DENORMD_RETURN_IF_ERROR(SetAll(conf.get(), {{"group.id", config.kafka->group + "-status"},
+                                              {"log_level", "0"}}));
+  std::string error;
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), error));
+  if (!consumer) return Status::Fatal("cannot create a Kafka client: " + error);
+  RdKafka::Metadata* raw = nullptr;
+  RdKafka::ErrorCode err = consumer->metadata(true, nullptr, &raw, 5000);
+  std::unique_ptr<RdKafka::Metadata> metadata(raw);
+  if (err != RdKafka::ERR_NO_ERROR) {
+    consumer->close();
+    return Status::Transient("Kafka metadata from " + config.kafka->brokers + ": " +
+                             RdKafka::err2str(err));
+  }
+  for (const RdKafka::TopicMetadata* topic : *metadata->topics()) {
+    bool wanted = false;
+    for (const std::string& t : config.kafka->topics) wanted = wanted || t == topic->topic();
+    if (!wanted) continue;
+    for (const RdKafka::PartitionMetadata* partition : *topic->partitions()) {
+      int64_t low = 0, high = 0;
+      if (consumer->query_watermark_offsets(topic->topic(), partition->id(), &low, &high, 5000) ==
+          RdKafka::ERR_NO_ERROR) {
+        (*out)[KafkaStreamSource(*config.kafka, topic->topic()) + "/" +
+               std::to_string(partition->id())] = high;
+      }
+    }
+  }
+  consumer->close();
+  return Status::Ok();
+}
+
+}  // namespace denormd

@@ -1,0 +1,107 @@
+// KafkaEventSource: reads entity change events from Apache Kafka as a member
+// of the configured consumer group, through librdkafka.
+//
+// Offsets are not committed to Kafka at all. The position of every partition
+// lives in PostgreSQL and commits in the same transaction as the batch it
+// covers; on every partition assignment the source asks the store for those
+// positions (PositionLoader) and seeks to the next offset. So a crash at any
+// point replays exactly the uncommitted events, and nothing is applied twice.
+//
+// A rebalance during polling discards the events read so far (they are read
+// again from the stored positions). The source also remembers the position
+// each assigned partition had when this instance took it or last committed
+// it; the caller passes those to the batch as fencing positions, so a zombie
+// instance that lost its partitions cannot commit over a newer owner.
+//
+// Not thread-safe: one thread calls every method.
+#ifndef DENORMD_CONNECTORS_KAFKA_SOURCE_H_
+#define DENORMD_CONNECTORS_KAFKA_SOURCE_H_
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "config/config.h"
+#include "projections/event.h"
+#include "projections/store.h"
+
+namespace RdKafka {
+class KafkaConsumer;
+class Producer;
+}  // namespace RdKafka
+
+namespace denormd {
+
+// The stream name under which a topic's positions are stored.
+std::string KafkaStreamSource(const KafkaSourceConfig& kafka, const std::string& topic);
+
+class KafkaEventSource {
+ public:
+  using TopicPartition = std::pair<std::string, int32_t>;
+  // Loads the stored positions (last applied offsets) of the given partitions;
+  // partitions with none are left out of *out.
+  using PositionLoader = std::function<Status(const std::vector<TopicPartition>& partitions,
+                                              std::map<TopicPartition, int64_t>* out)>;
+
+  // `stopping` is polled while waiting (e.g. for the store during an
+  // assignment); it must stay valid while the source lives.
+  KafkaEventSource(const Config& config, PositionLoader loader,
+                   const std::atomic<bool>* stopping);
+  ~KafkaEventSource();
+
+  // Creates the consumer (and the dead-letter producer when configured) and
+  // subscribes. Fails on a bad librdkafka property, with its message.
+  Status Open();
+
+  // Appends up to `max` events to *out, waiting up to `max_delay_ms` after the
+  // first event for more and at most `idle_ms` for the first. Returns early
+  // when stopping. A rebalance empties *out.
+  Status Poll(size_t max, int max_delay_ms, int idle_ms, std::vector<RawEvent>* out);
+
+  // Fencing positions for a batch read from the current assignment.
+  std::vector<SourcePosition> PreviousPositions() const;
+  // Records that a batch ending at these positions committed.
+  void MarkCommitted(const std::vector<SourcePosition>& last);
+  // After a Conflict: reload stored positions and seek every assigned
+  // partition to them.
+  Status Reseek();
+
+  // Sends dead letters to the dead-letter topic (if configured) and waits for
+  // the broker's acknowledgement. At-least-once: a retried batch may send a
+  // letter twice; the dead_letters table stays exact.
+  Status PublishDeadLetters(const std::vector<DeadLetter>& letters);
+
+  // Lag per partition from the consumer's cached high watermarks:
+  // high watermark - (stored position + 1).
+  std::map<TopicPartition, int64_t> Lag() const;
+
+  // Leaves the group cleanly (revokes partitions) and closes. Idempotent.
+  void Close();
+
+ private:
+  class Rebalancer;
+  Status AssignFromStore(std::vector<TopicPartition> partitions);
+
+  const Config& config_;
+  PositionLoader loader_;
+  const std::atomic<bool>* stopping_;
+  std::unique_ptr<Rebalancer> rebalancer_;
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
+  std::unique_ptr<RdKafka::Producer> dead_letter_producer_;
+  std::map<TopicPartition, int64_t> committed_;  // assigned partitions -> position (-1 none)
+  uint64_t generation_ = 0;                      // bumped by every rebalance
+  bool closed_ = false;
+};
+
+// The end offsets (high watermarks) of every partition of the configured
+// topics, keyed "<stream source>/<partition>" (see KafkaStreamSource).
+Status QueryKafkaEndOffsets(const Config& config, std::map<std::string, int64_t>* out);
+
+}  // namespace denormd
+
+#endif  // DENORMD_CONNECTORS_KAFKA_SOURCE_H_
