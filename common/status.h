@@ -10,6 +10,8 @@
 //                    same input fails the same way. Events go to dead letters.
 //   kTransient     - a broken connection, a deadlock or serialization failure:
 //                    roll back and retry the whole batch.
+//   kBusy          - a lock another transaction holds was asked for without
+//                    waiting: roll back and retry the batch at once.
 //   kConflict      - a stream position moved under us: another consumer
 //                    applied these events. Drop the batch and re-read positions.
 //   kFatal         - anything else: stop and report.
@@ -23,7 +25,7 @@ namespace denormd {
 
 class Status {
  public:
-  enum class Code { kOk, kInvalidInput, kTransient, kConflict, kFatal };
+  enum class Code { kOk, kInvalidInput, kTransient, kBusy, kConflict, kFatal };
 
   Status() = default;
   static Status Ok() { return Status(); }
@@ -33,6 +35,7 @@ class Status {
   static Status Transient(std::string message) {
     return Status(Code::kTransient, std::move(message));
   }
+  static Status Busy(std::string message) { return Status(Code::kBusy, std::move(message)); }
   static Status Conflict(std::string message) {
     return Status(Code::kConflict, std::move(message));
   }
@@ -43,6 +46,7 @@ class Status {
   bool ok() const { return code_ == Code::kOk; }
   bool IsInvalidInput() const { return code_ == Code::kInvalidInput; }
   bool IsTransient() const { return code_ == Code::kTransient; }
+  bool IsBusy() const { return code_ == Code::kBusy; }
   bool IsConflict() const { return code_ == Code::kConflict; }
   bool IsFatal() const { return code_ == Code::kFatal; }
   Code code() const { return code_; }
@@ -63,6 +67,7 @@ inline std::string Status::ToString() const {
     case Code::kOk: return "ok";
     case Code::kInvalidInput: return "invalid input: " + message_;
     case Code::kTransient: return "transient error: " + message_;
+    case Code::kBusy: return "busy: " + message_;
     case Code::kConflict: return "conflict: " + message_;
     case Code::kFatal: return "error: " + message_;
   }

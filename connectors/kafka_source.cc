@@ -205,7 +205,7 @@ Status KafkaEventSource::AssignFromStore(std::vector<TopicPartition> partitions)
 Status KafkaEventSource::Poll(size_t max, int max_delay_ms, int idle_ms,
                               std::vector<RawEvent>* out) {
   using Clock = std::chrono::steady_clock;
-  const uint64_t generation = generation_;
+  uint64_t generation = generation_;
   Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(idle_ms);
   bool first = true;
   while (out->size() < max && !stopping_->load()) {
@@ -214,11 +214,14 @@ Status KafkaEventSource::Poll(size_t max, int max_delay_ms, int idle_ms,
     if (remaining <= 0) break;
     std::unique_ptr<RdKafka::Message> message(consumer_->consume(std::min(remaining, 100)));
     if (generation_ != generation) {
-      // A rebalance happened inside consume(): what was read may belong to
-      // partitions this instance no longer owns. Read again from the store's
-      // positions.
+      // A rebalance ran inside consume(). Events read before it may belong to
+      // partitions this instance no longer owns, and every partition it owns
+      // now restarts at its stored position: drop them. The message this
+      // call returned already comes from the new assignment, so it is kept.
+      generation = generation_;
       out->clear();
-      return Status::Ok();
+      first = true;
+      deadline = Clock::now() + std::chrono::milliseconds(idle_ms);
     }
     switch (message->err()) {
       case RdKafka::ERR_NO_ERROR: {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <set>
 
 #include <pqxx/pqxx>
@@ -24,10 +25,15 @@ Status FromException(const std::exception& e, const std::string& what) {
   if (dynamic_cast<const pqxx::broken_connection*>(&e) != nullptr) {
     return Status::Transient(message);
   }
+  // Deadlock, serialization failure: the transaction was rolled back.
+  if (dynamic_cast<const pqxx::transaction_rollback*>(&e) != nullptr) {
+    return Status::Transient(message);
+  }
   if (const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e)) {
     const std::string state = sql->sqlstate();
     // 40xxx: serialization failure, deadlock; 08xxx: connection; 57P0x:
     // server shutting down or starting; 53xxx: out of resources.
+    if (state == "55P03") return Status::Busy(message);  // lock_not_available (NOWAIT)
     if (state.rfind("40", 0) == 0 || state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0 ||
         state.rfind("53", 0) == 0) {
       return Status::Transient(message + " (SQLSTATE " + state + ")");
@@ -77,10 +83,19 @@ Status ParseData(const pqxx::field& field, JsonPtr* out) {
 
 class PostgresTransaction : public StoreTransaction {
  public:
-  PostgresTransaction(pqxx::connection& connection, const std::string& schema)
-      : work_(connection), schema_(work_.quote_name(schema)) {}
+  // `provision` creates lock rows (in its own committed transaction).
+  PostgresTransaction(pqxx::connection& connection, const std::string& schema,
+                      std::function<Status(const std::string& key_array)> provision)
+      : work_(connection), schema_(work_.quote_name(schema)), provision_(std::move(provision)) {}
 
-  Status LockKeys(const std::vector<std::string>& keys) override {
+  Status LockWriters(bool exclusive) override {
+    return Guard("joining the writers", [&] {
+      work_.exec(std::string("lock table ") + schema_ + ".writers in " +
+                 (exclusive ? "exclusive" : "share") + " mode");
+    });
+  }
+
+  Status LockKeys(const std::vector<std::string>& keys, LockMode mode) override {
     std::vector<int64_t> ids;
     for (const std::string& key : keys) ids.push_back(AdvisoryLockId(key));
     std::sort(ids.begin(), ids.end());
@@ -92,20 +107,17 @@ class PostgresTransaction : public StoreTransaction {
       array += std::to_string(ids[i]);
     }
     array += '}';
-    // Row locks on a table of lock keys, not advisory locks: PostgreSQL
-    // keeps row locks in the rows themselves, so a fan-out that locks 100,000
-    // documents cannot exhaust the shared lock table (max_locks_per_transaction).
-    // A key's row is created on first use; rows are locked in ascending key
-    // order, so two lock sets taken this way cannot deadlock with each other.
-    return Guard("locking " + std::to_string(ids.size()) + " keys", [&] {
-      work_.exec_params("insert into " + schema_ +
-                            ".locks (key) select k from unnest($1::bigint[]) k"
-                            " on conflict do nothing",
-                        array);
-      work_.exec_params("select key from " + schema_ +
-                            ".locks where key = any($1::bigint[]) order by key for update",
-                        array);
-    });
+    // A key is a row of the locks table; its lock is a row lock, which
+    // PostgreSQL keeps in the row itself, so a fan-out that locks 100,000
+    // documents cannot exhaust the shared lock table. Rows are created by a
+    // separate autocommit connection first: inserting them here would make
+    // this transaction wait for another one's uncommitted insert.
+    DENORMD_RETURN_IF_ERROR(provision_(array));
+    const std::string sql = "select key from " + schema_ +
+                            ".locks where key = any($1::bigint[]) order by key for update" +
+                            (mode == LockMode::kNoWait ? " nowait" : "");
+    return Guard("locking " + std::to_string(ids.size()) + " keys",
+                 [&] { work_.exec_params(sql, array); });
   }
 
   Status LoadEntities(const std::vector<EntityKey>& keys,
@@ -493,6 +505,7 @@ class PostgresTransaction : public StoreTransaction {
 
   pqxx::work work_;
   std::string schema_;
+  std::function<Status(const std::string&)> provision_;
 };
 
 }  // namespace
@@ -574,6 +587,7 @@ Status PostgresStore::Open() {
               " stale bigint not null default 0, dead bigint not null default 0,"
               " updated_at timestamptz not null default now(), primary key (source, partition))");
     work.exec("create table if not exists " + s + ".locks (key bigint primary key)");
+    work.exec("create table if not exists " + s + ".writers (note text)");
     work.exec("create table if not exists " + s +
               ".dead_letters (seq bigserial primary key, source text not null,"
               " partition integer not null, position bigint not null, raw bytea not null,"
@@ -593,7 +607,24 @@ Status PostgresStore::Open() {
 Status PostgresStore::Begin(std::unique_ptr<StoreTransaction>* out) {
   DENORMD_RETURN_IF_ERROR(Connect());
   return Guard("starting a transaction", [&] {
-    out->reset(new PostgresTransaction(connection_->pq, config_.store.schema));
+    out->reset(new PostgresTransaction(
+        connection_->pq, config_.store.schema,
+        [this](const std::string& key_array) { return ProvisionLockRows(key_array); }));
+  });
+}
+
+Status PostgresStore::ProvisionLockRows(const std::string& key_array) {
+  if (!provisioner_ || !provisioner_->pq.is_open()) {
+    provisioner_.reset();
+    DENORMD_RETURN_IF_ERROR(Guard("connecting to PostgreSQL (lock rows)", [&] {
+      provisioner_ = std::make_unique<Connection>(connection_string_);
+    }));
+  }
+  return Guard("creating lock rows", [&] {
+    pqxx::nontransaction work(provisioner_->pq);
+    work.exec_params("insert into " + work.quote_name(config_.store.schema) +
+                         ".locks (key) select k from unnest($1::bigint[]) k on conflict do nothing",
+                     key_array);
   });
 }
 

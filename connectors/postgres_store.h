@@ -6,6 +6,7 @@
 //   positions    (source, partition, position, counters)   consumer positions
 //   dead_letters (seq, source, partition, position, raw, reason, received_at)
 //   locks        (key)                                     rows locked by batches
+//   writers      ()                                        table-locked by batches
 //   <collection> (id, doc jsonb, pk, projection)           one per collection
 //
 // Every bulk read and write is one statement with the rows passed as a single
@@ -60,11 +61,13 @@ class PostgresStore : public Store {
 
  private:
   Status Connect();
+  Status ProvisionLockRows(const std::string& key_array);
 
   const Config& config_;
   std::string connection_string_;
   struct Connection;  // wraps pqxx::connection, kept out of this header
   std::unique_ptr<Connection> connection_;
+  std::unique_ptr<Connection> provisioner_;  // autocommit, for lock rows
 };
 
 // FNV-1a 64-bit hash of a lock key: the row of the locks table that stands for it.

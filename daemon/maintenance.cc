@@ -115,7 +115,8 @@ Status Rebuild(const ProjectionPlan& plan, const BatchApplier& applier, Store* s
                                 ? GroupLockKey(projection.name, unit)
                                 : EntityLockKey(projection.from, unit));
           }
-          DENORMD_RETURN_IF_ERROR(txn->LockKeys(locks));
+          DENORMD_RETURN_IF_ERROR(txn->LockWriters(/*exclusive=*/false));
+          DENORMD_RETURN_IF_ERROR(txn->LockKeys(locks, StoreTransaction::LockMode::kWait));
           DENORMD_RETURN_IF_ERROR(applier.RecomputeUnits(txn, units, stats));
           done += units.at(p).size();
           if (options.on_page) options.on_page(projection.name, done);

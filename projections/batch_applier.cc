@@ -8,6 +8,7 @@ namespace denormd {
 namespace {
 
 constexpr size_t kUnitsPerChunk = 1000;
+constexpr int kAttemptsBeforeExclusive = 3;
 
 std::string StreamKey(const SourcePosition& at) {
   return at.source + '\x1f' + std::to_string(at.partition);
@@ -97,6 +98,7 @@ void BatchStats::Add(const BatchStats& o) {
   units_recomputed += o.units_recomputed;
   documents_written += o.documents_written;
   documents_deleted += o.documents_deleted;
+  busy_retries += o.busy_retries;
 }
 
 DecodedBatch DecodeBatch(const Config& config, const std::vector<RawEvent>& raw) {
@@ -124,13 +126,24 @@ DecodedBatch DecodeBatch(const Config& config, const std::vector<RawEvent>& raw)
 }
 
 Status BatchApplier::Apply(Store* store, const DecodedBatch& batch, BatchStats* stats) const {
-  std::unique_ptr<StoreTransaction> txn;
-  DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
-  BatchStats local;
-  DENORMD_RETURN_IF_ERROR(ApplyInTransaction(txn.get(), batch, &local));
-  DENORMD_RETURN_IF_ERROR(txn->Commit());
-  stats->Add(local);
-  return Status::Ok();
+  // Busy means another writer held a phase-2 lock; the transaction rolled
+  // back holding nothing. Retry at once; from the third attempt on, run alone
+  // (exclusive writer lock), which always succeeds.
+  for (int attempt = 1;; ++attempt) {
+    const bool exclusive = attempt >= kAttemptsBeforeExclusive;
+    std::unique_ptr<StoreTransaction> txn;
+    DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
+    BatchStats local;
+    Status status = txn->LockWriters(exclusive);
+    if (status.ok()) status = ApplyInTransaction(txn.get(), batch, exclusive, &local);
+    if (status.ok()) status = txn->Commit();
+    if (status.ok()) {
+      local.busy_retries = attempt - 1;
+      stats->Add(local);
+      return Status::Ok();
+    }
+    if (!status.IsBusy() || exclusive) return status;
+  }
 }
 
 // How concurrent instances stay correct.
@@ -161,11 +174,18 @@ Status BatchApplier::Apply(Store* store, const DecodedBatch& batch, BatchStats* 
 //     a1 in phase 1, before W queries the index. If W holds a1 first, R waits
 //     and then reads W's committed name. If R holds a1 first, W waits, and its
 //     index query then sees R's committed b1 and recomputes it.
-//   Lock waits across phases can form a cycle; PostgreSQL detects the
-//   deadlock and aborts one transaction, which reports Transient and is
-//   retried by the caller with the same batch.
+//
+// Why it cannot deadlock: a transaction waits only (1) for the writer lock,
+// holding nothing else, or (2) in phase 1, whose keys are taken in one sorted
+// statement, holding only the writer lock (shared, which never blocks another
+// shared holder). Phase 2 asks without waiting: if another writer holds one of
+// its keys (the classic cycle: W holds author a1 and wants book b1, R holds
+// b1 and wants a1), the batch rolls back with Busy and runs again; from the
+// third attempt it takes the writer lock exclusively, so it runs alone and
+// may wait.
+
 Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatch& batch,
-                                        BatchStats* stats) const {
+                                        bool exclusive, BatchStats* stats) const {
   const Config& config = plan_.config();
   stats->events = batch.raw_count;
   stats->dead_letters = batch.dead_letters.size();
@@ -176,7 +196,7 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatc
   std::vector<EntityKey> keys(key_set.begin(), key_set.end());
   std::vector<std::string> lock_keys;
   for (const EntityKey& key : keys) lock_keys.push_back(EntityLockKey(key.type, key.id));
-  DENORMD_RETURN_IF_ERROR(txn->LockKeys(lock_keys));
+  DENORMD_RETURN_IF_ERROR(txn->LockKeys(lock_keys, StoreTransaction::LockMode::kWait));
   std::vector<EntityRecord> loaded;
   DENORMD_RETURN_IF_ERROR(txn->LoadEntities(keys, &loaded));
   std::map<EntityKey, std::optional<EntityRecord>> before, after;
@@ -302,7 +322,11 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatc
                                  : EntityLockKey(projection.from, unit));
     }
   }
-  if (!phase2_locks.empty()) DENORMD_RETURN_IF_ERROR(txn->LockKeys(phase2_locks));
+  if (!phase2_locks.empty()) {
+    DENORMD_RETURN_IF_ERROR(txn->LockKeys(
+        phase2_locks, exclusive ? StoreTransaction::LockMode::kWait
+                                : StoreTransaction::LockMode::kNoWait));
+  }
 
   DENORMD_RETURN_IF_ERROR(RecomputeUnits(txn, units, stats));
 

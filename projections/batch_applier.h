@@ -53,6 +53,7 @@ struct BatchStats {
   uint64_t units_recomputed = 0;    // documents (or bucket groups) recomputed
   uint64_t documents_written = 0;   // rows inserted or changed
   uint64_t documents_deleted = 0;
+  uint64_t busy_retries = 0;        // attempts rolled back because a lock was busy
 
   void Add(const BatchStats& other);
 };
@@ -65,8 +66,10 @@ class BatchApplier {
  public:
   explicit BatchApplier(const ProjectionPlan& plan) : plan_(plan), builder_(plan) {}
 
-  // Applies `batch` in one new transaction of `store` and commits. On error
-  // nothing is committed; Transient errors may be retried with the same batch.
+  // Applies `batch` in one new transaction of `store` and commits, retrying
+  // internally when another writer holds a lock it needs (see the .cc). On
+  // error nothing is committed; Transient errors may be retried by the caller
+  // with the same batch.
   Status Apply(Store* store, const DecodedBatch& batch, BatchStats* stats) const;
 
   // Recomputes `units` inside `txn` and writes the documents that differ;
@@ -80,7 +83,7 @@ class BatchApplier {
                      std::vector<std::string>* differences) const;
 
  private:
-  Status ApplyInTransaction(StoreTransaction* txn, const DecodedBatch& batch,
+  Status ApplyInTransaction(StoreTransaction* txn, const DecodedBatch& batch, bool exclusive,
                             BatchStats* stats) const;
 
   const ProjectionPlan& plan_;

@@ -8,7 +8,10 @@ class MemoryTransaction : public StoreTransaction {
  public:
   explicit MemoryTransaction(MemoryStore* store) : store_(store), state_(store->state_) {}
 
-  Status LockKeys(const std::vector<std::string>& keys) override { return Status::Ok(); }
+  Status LockWriters(bool exclusive) override { return Status::Ok(); }
+  Status LockKeys(const std::vector<std::string>& keys, LockMode mode) override {
+    return Status::Ok();
+  }
 
   Status LoadEntities(const std::vector<EntityKey>& keys,
                       std::vector<EntityRecord>* out) override {

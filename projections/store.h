@@ -93,10 +93,17 @@ class StoreTransaction {
  public:
   virtual ~StoreTransaction() = default;
 
-  // Takes transaction-scoped exclusive locks on opaque keys, in the order
-  // given (the caller sorts them); blocks until granted. Locks are re-entrant
-  // and released at commit or rollback.
-  virtual Status LockKeys(const std::vector<std::string>& keys) = 0;
+  // Joins the writers of the schema: shared (every batch and rebuild page,
+  // first thing in the transaction) or exclusive (a batch that could not get
+  // its locks without waiting, retried alone). Blocks until granted.
+  virtual Status LockWriters(bool exclusive) = 0;
+
+  // Takes transaction-scoped exclusive locks on opaque keys, in an order of
+  // the store's own (the same for every caller). kWait blocks until all are
+  // granted; kNoWait fails with Busy at once if any is held by another
+  // transaction. Re-entrant; released at commit or rollback.
+  enum class LockMode { kWait, kNoWait };
+  virtual Status LockKeys(const std::vector<std::string>& keys, LockMode mode) = 0;
 
   // Loads the stored records (live or tombstone) of those keys that exist.
   virtual Status LoadEntities(const std::vector<EntityKey>& keys,

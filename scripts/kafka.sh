@@ -29,6 +29,7 @@
 #   DENORMD_KAFKA_STOP_TIMEOUT   seconds to wait after SIGTERM before SIGKILL (default 30)
 #   DENORMD_KAFKA_HEAP_OPTS      broker JVM options (default "-Xms256m -Xmx512m -XX:+UseSerialGC")
 #   DENORMD_KAFKA_EXTRA_CONFIG   a properties file appended to the generated server.properties
+#   DENORMD_KAFKA_LIB_DIR        where the jars go (default <repo>/.local/kafka/lib, shared)
 #   DENORMD_MAVEN_REPO           Maven local repository (default: Maven's own, ~/.m2/repository)
 #
 # State: $DENORMD_STATE_DIR/kafka/{lib,data,logs,server.properties,kafka.pid,cluster.id}.
@@ -39,7 +40,8 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
 STATE_DIR="${DENORMD_STATE_DIR:-$REPO_DIR/.local}"
 KAFKA_DIR="$STATE_DIR/kafka"
-LIB_DIR="$KAFKA_DIR/lib"
+# The jars are shared by every state dir (test runs, private brokers of tests).
+LIB_DIR="${DENORMD_KAFKA_LIB_DIR:-$REPO_DIR/.local/kafka/lib}"
 DATA_DIR="$KAFKA_DIR/data"
 LOG_DIR="$KAFKA_DIR/logs"
 CONF="$KAFKA_DIR/server.properties"

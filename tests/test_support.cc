@@ -1,10 +1,16 @@
 #include "tests/test_support.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -173,6 +179,164 @@ std::string WriteTempFile(const std::string& name, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   return path;
+}
+
+std::string TestKafkaBootstrap() {
+  const char* bootstrap = std::getenv("DENORMD_TEST_KAFKA");
+  if (bootstrap == nullptr || *bootstrap == '\0') {
+    ADD_FAILURE() << "DENORMD_TEST_KAFKA is not set: run the suite with scripts/test.sh";
+    return "127.0.0.1:1";
+  }
+  return bootstrap;
+}
+
+namespace {
+
+std::string ShellQuote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+int RunScript(const std::string& script, const std::vector<std::string>& args,
+              const std::vector<std::pair<std::string, std::string>>& env, std::string* output) {
+  std::string command;
+  for (const auto& e : env) command += e.first + "=" + ShellQuote(e.second) + " ";
+  command += "bash " + ShellQuote(SourcePath("scripts/" + script));
+  for (const std::string& arg : args) command += " " + ShellQuote(arg);
+  command += " 2>/dev/null";
+  output->clear();
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
+  int status = pclose(pipe);
+  while (!output->empty() && output->back() == '\n') output->pop_back();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string WriteKafkaArticleConfig(const std::string& schema, const std::string& brokers,
+                                    const std::string& topic, const std::string& extra_kafka) {
+  std::string text = ReadFile(SourcePath("tests/data/article/config.yaml"));
+  size_t at = text.find("schema: article");
+  text.replace(at, std::string("schema: article").size(), "schema: " + schema);
+  size_t begin = text.find("  kafka: {");
+  size_t end = text.find('\n', begin);
+  std::string kafka = "  kafka:\n    brokers: " + brokers + "\n    topics: [" + topic +
+                      "]\n    group: " + schema +
+                      "\n    properties: {session.timeout.ms: 6000, heartbeat.interval.ms: 500}\n" +
+                      extra_kafka;
+  text.replace(begin, end - begin + 1, kafka);
+  return WriteTempFile(schema + ".yaml", text);
+}
+
+int DaemonProcess::counter_ = 0;
+
+DaemonProcess::DaemonProcess(std::vector<std::string> args, std::string postgres_url)
+    : args_(std::move(args)), postgres_url_(std::move(postgres_url)) {
+  log_path_ = WriteTempFile("daemon-" + std::to_string(getpid()) + "-" +
+                                std::to_string(counter_++) + ".log",
+                            "");
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0) Kill();
+}
+
+void DaemonProcess::Start() {
+  ASSERT_LE(pid_, 0) << "already running";
+  pid_ = fork();
+  ASSERT_GE(pid_, 0);
+  if (pid_ == 0) {
+    FILE* log = std::fopen(log_path_.c_str(), "a");
+    if (log != nullptr) {
+      dup2(fileno(log), STDOUT_FILENO);
+      dup2(fileno(log), STDERR_FILENO);
+    }
+    setenv("DENORMD_POSTGRES", postgres_url_.c_str(), 1);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(DENORMD_BINARY));
+    for (std::string& arg : args_) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    execv(DENORMD_BINARY, argv.data());
+    _exit(127);
+  }
+}
+
+void DaemonProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+int DaemonProcess::Terminate(int seconds) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  bool exited = WaitUntil([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, seconds);
+  if (!exited) {
+    Kill();
+    return -1;
+  }
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool DaemonProcess::Running() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+std::string DaemonProcess::Log() const {
+  std::ifstream in(log_path_);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
+    std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buffer[4096];
+      ssize_t n;
+      while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
+    }
+  }
+  close(fd);
+  return response;
+}
+
+bool WaitUntil(const std::function<bool()>& condition, int seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    usleep(20000);
+  }
+  return condition();
 }
 
 }  // namespace testing

@@ -2,6 +2,9 @@
 #ifndef DENORMD_TESTS_TEST_SUPPORT_H_
 #define DENORMD_TESTS_TEST_SUPPORT_H_
 
+#include <sys/types.h>
+
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,6 +55,51 @@ int RunDenormd(const std::vector<std::string>& args, std::string* output);
 
 // Writes `text` to a new file in a per-test temporary directory; returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& text);
+
+// The Kafka broker of the test run, from $DENORMD_TEST_KAFKA (host:port, set
+// by scripts/test.sh). Fails the test when unset.
+std::string TestKafkaBootstrap();
+
+// Runs scripts/kafka.sh (or postgres.sh) with `args` and the environment
+// given (pairs of NAME, VALUE added to the current one). Returns the exit code;
+// stdout goes to *output.
+int RunScript(const std::string& script, const std::vector<std::string>& args,
+              const std::vector<std::pair<std::string, std::string>>& env, std::string* output);
+
+// A copy of the article config with its own schema, Kafka topic and group,
+// and extra librdkafka properties; returns the file's path.
+std::string WriteKafkaArticleConfig(const std::string& schema, const std::string& brokers,
+                                    const std::string& topic, const std::string& extra_kafka = "");
+
+// A denormd process started in the background, its output in a log file.
+class DaemonProcess {
+ public:
+  DaemonProcess(std::vector<std::string> args, std::string postgres_url);
+  ~DaemonProcess();  // SIGKILLs the process if still running
+  void Start();
+  void Kill();                       // SIGKILL and reap
+  // SIGTERM; waits up to `seconds`; returns the exit code, or -1 on timeout
+  // (the process is then killed).
+  int Terminate(int seconds);
+  bool Running();
+  std::string Log() const;           // everything it printed so far
+  pid_t pid() const { return pid_; }
+
+ private:
+  std::vector<std::string> args_;
+  std::string postgres_url_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+  static int counter_;
+};
+
+// The raw response (status line, headers, body) of GET `path` on
+// 127.0.0.1:`port`, or "" if nothing answers.
+std::string HttpGet(int port, const std::string& path);
+
+// Polls `condition` every 20 ms until it holds or `seconds` pass; returns
+// whether it held. Not a timing assertion: the bound only stops a hung test.
+bool WaitUntil(const std::function<bool()>& condition, int seconds);
 
 }  // namespace testing
 }  // namespace denormd

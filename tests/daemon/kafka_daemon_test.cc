@@ -1,0 +1,307 @@
+// `denormd run` against a real Apache Kafka broker and the real PostgreSQL:
+// exactly-once effects through kill -9, a second instance, a broker restart,
+// a PostgreSQL outage; bad messages; SIGTERM.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "tests/test_support.h"
+
+namespace denormd {
+namespace {
+
+using testing::DaemonProcess;
+using testing::RunDenormd;
+using testing::SourcePath;
+using testing::Sql;
+using testing::WaitUntil;
+
+constexpr uint64_t kRandomEvents = 3343;  // lines of events-random.jsonl
+constexpr int kPatience = 180;            // seconds before a wait counts as hung
+
+// Events of the stream accounted for in committed batches (applied, stale
+// or dead), summed over partitions.
+uint64_t Processed(const std::string& schema) {
+  std::vector<std::string> rows = Sql("select to_regclass('" + schema + ".positions') is null");
+  if (rows.empty() || rows[0] == "t") return 0;
+  rows = Sql("select coalesce(sum(applied + stale + dead), 0) from " + schema + ".positions");
+  return rows.empty() ? 0 : std::strtoull(rows[0].c_str(), nullptr, 10);
+}
+
+std::string KafkaPort(const std::string& bootstrap) {
+  return bootstrap.substr(bootstrap.rfind(':') + 1);
+}
+
+int CreateTopic(const std::string& bootstrap, const std::string& topic, int partitions) {
+  std::string output;
+  return testing::RunScript("kafka.sh", {"topic-create", topic, std::to_string(partitions)},
+                            {{"DENORMD_KAFKA_PORT", KafkaPort(bootstrap)}}, &output);
+}
+
+struct KafkaTestSetup {
+  std::string schema;
+  std::string topic;
+  std::string config_file;
+  Config config;
+};
+
+KafkaTestSetup SetUpTopic(int partitions, const std::string& brokers, const std::string& extra = "") {
+  KafkaTestSetup s;
+  s.schema = testing::TestSchemaName();
+  s.topic = s.schema + "_" + std::to_string(getpid());
+  s.config = testing::LoadTestConfig("tests/data/article/config.yaml", s.schema);
+  s.config_file = testing::WriteKafkaArticleConfig(s.schema, brokers, s.topic, extra);
+  EXPECT_EQ(0, CreateTopic(brokers, s.topic, partitions));
+  return s;
+}
+
+void Publish(const KafkaTestSetup& s, const std::string& log) {
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"publish", "-c", s.config_file, log}, &output)) << output;
+}
+
+void ExpectExactRandomResult(const KafkaTestSetup& s) {
+  EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(s.config),
+                                         SourcePath("tests/data/article/expected-random.json")));
+  EXPECT_EQ(std::vector<std::string>({"3277\t59\t7"}),
+            Sql("select sum(applied), sum(stale), sum(dead) from " + s.schema + ".positions"));
+  EXPECT_EQ(std::vector<std::string>({"7"}),
+            Sql("select count(*) from " + s.schema + ".dead_letters"));
+}
+
+std::vector<std::string> RunArgs(const KafkaTestSetup& s, const std::string& batch) {
+  return {"run", "-c", s.config_file, "--batch-size", batch};
+}
+
+TEST(KafkaDaemon, KillNineAtRandomPointsThenRestartEndsExact) {
+  KafkaTestSetup s = SetUpTopic(2, testing::TestKafkaBootstrap());
+  Publish(s, SourcePath("tests/data/article/events-random.jsonl"));
+  std::mt19937 random(4242);
+  int kills = 0;
+  for (int round = 0; round < 4; ++round) {
+    DaemonProcess daemon(RunArgs(s, "40"), s.config.store.postgres);
+    uint64_t before = Processed(s.schema);
+    uint64_t target = before + 100 + random() % 600;
+    daemon.Start();
+    ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= target || !daemon.Running(); },
+                          kPatience))
+        << daemon.Log();
+    if (daemon.Running()) {
+      daemon.Kill();
+      kills++;
+    }
+  }
+  EXPECT_GE(kills, 3);
+  DaemonProcess daemon(RunArgs(s, "40"), s.config.store.postgres);
+  daemon.Start();
+  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents; }, kPatience))
+      << daemon.Log();
+  EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
+  ExpectExactRandomResult(s);
+}
+
+TEST(KafkaDaemon, TwoInstancesOneKilledAndRestartedEndsExact) {
+  KafkaTestSetup s = SetUpTopic(4, testing::TestKafkaBootstrap());
+  Publish(s, SourcePath("tests/data/article/events-random.jsonl"));
+  DaemonProcess a(RunArgs(s, "20"), s.config.store.postgres);
+  DaemonProcess b(RunArgs(s, "20"), s.config.store.postgres);
+  a.Start();
+  b.Start();
+  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents / 4; }, kPatience))
+      << a.Log() << b.Log();
+  a.Kill();
+  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents / 2; }, kPatience))
+      << b.Log();
+  a.Start();
+  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents; }, kPatience))
+      << a.Log() << b.Log();
+  EXPECT_EQ(0, a.Terminate(30)) << a.Log();
+  EXPECT_EQ(0, b.Terminate(30)) << b.Log();
+  ExpectExactRandomResult(s);
+}
+
+TEST(KafkaDaemon, SigtermFinishesTheBatchCommitsAndExitsZero) {
+  KafkaTestSetup s = SetUpTopic(1, testing::TestKafkaBootstrap());
+  Publish(s, SourcePath("tests/data/article/events-random.jsonl"));
+  DaemonProcess daemon(RunArgs(s, "10"), s.config.store.postgres);
+  daemon.Start();
+  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= 200; }, kPatience)) << daemon.Log();
+  EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
+  std::string log = daemon.Log();
+  EXPECT_NE(std::string::npos, log.find("event=partitions_revoked")) << log;  // left the group
+  EXPECT_NE(std::string::npos, log.find("event=daemon_stopped exit_code=0 signal=15")) << log;
+  // What was committed is consistent: a restart finishes exactly.
+  uint64_t committed = Processed(s.schema);
+  EXPECT_GE(committed, 200u);
+  DaemonProcess again(RunArgs(s, "5000"), s.config.store.postgres);
+  again.Start();
+  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents; }, kPatience))
+      << again.Log();
+  EXPECT_EQ(0, again.Terminate(30));
+  ExpectExactRandomResult(s);
+}
+
+TEST(KafkaDaemon, BadMessagesGoToTheTableAndTheDeadLetterTopic) {
+  std::string dlq = testing::TestSchemaName() + "_dlq";
+  KafkaTestSetup s =
+      SetUpTopic(1, testing::TestKafkaBootstrap(), "    dead_letter_topic: " + dlq + "\n");
+  ASSERT_EQ(0, CreateTopic(testing::TestKafkaBootstrap(), dlq, 1));
+  std::string output;
+  Publish(s, SourcePath("tests/data/article/events.jsonl"));
+  DaemonProcess daemon(RunArgs(s, "5000"), s.config.store.postgres);
+  daemon.Start();
+  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= 286; }, kPatience)) << daemon.Log();
+  EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
+  EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(s.config),
+                                         SourcePath("tests/data/article/expected.json")));
+  // topic, partition, offset, raw bytes and reason of each bad message.
+  std::vector<std::string> letters =
+      Sql("select source, partition, position, convert_from(raw, 'UTF8'), reason from " +
+          s.schema + ".dead_letters order by position");
+  ASSERT_EQ(7u, letters.size());
+  EXPECT_EQ(0u, letters[0].find("kafka:" + s.schema + ":" + s.topic + "\t0\t")) << letters[0];
+  EXPECT_NE(std::string::npos, letters[1].find("dragon")) << letters[1];
+  EXPECT_NE(std::string::npos, letters[1].find("unknown entity type")) << letters[1];
+  // The dead-letter topic got the same seven messages.
+  ASSERT_EQ(0, testing::RunScript("kafka.sh", {"consume", dlq, "7"},
+                                  {{"DENORMD_KAFKA_PORT", KafkaPort(testing::TestKafkaBootstrap())}},
+                                  &output));
+  EXPECT_NE(std::string::npos, output.find("\"dragon\"")) << output;
+  EXPECT_NE(std::string::npos, output.find("[1, 2, 3]")) << output;
+}
+
+// A broker of the test's own, so that stopping it disturbs no other test.
+class PrivateKafka {
+ public:
+  PrivateKafka() {
+    port_ = 21000 + (getpid() % 500) * 2;
+    state_ = std::string(::testing::TempDir()) + "/denormd-kafka-" + std::to_string(getpid());
+    env_ = {{"DENORMD_STATE_DIR", state_}, {"DENORMD_KAFKA_PORT", std::to_string(port_)}};
+  }
+  ~PrivateKafka() {
+    std::string output;
+    testing::RunScript("kafka.sh", {"stop"}, env_, &output);
+    std::system(("rm -rf '" + state_ + "'").c_str());
+  }
+  int Run(const std::vector<std::string>& args) {
+    std::string output;
+    return testing::RunScript("kafka.sh", args, env_, &output);
+  }
+  std::string bootstrap() const { return "127.0.0.1:" + std::to_string(port_); }
+  const std::vector<std::pair<std::string, std::string>>& env() const { return env_; }
+
+ private:
+  int port_;
+  std::string state_;
+  std::vector<std::pair<std::string, std::string>> env_;
+};
+
+TEST(KafkaDaemon, BrokerRestartWhileRunningLosesNothing) {
+  PrivateKafka kafka;
+  ASSERT_EQ(0, kafka.Run({"start"}));
+  std::string schema = testing::TestSchemaName();
+  KafkaTestSetup s;
+  s.schema = schema;
+  s.topic = schema;
+  s.config = testing::LoadTestConfig("tests/data/article/config.yaml", schema);
+  s.config_file = testing::WriteKafkaArticleConfig(schema, kafka.bootstrap(), s.topic);
+  ASSERT_EQ(0, kafka.Run({"topic-create", s.topic, "2"}));
+  // The random log in two halves: one before the outage, one after.
+  std::string all = testing::ReadFile(SourcePath("tests/data/article/events-random.jsonl"));
+  size_t middle = all.find('\n', all.size() / 2) + 1;
+  std::string first = testing::WriteTempFile("first.jsonl", all.substr(0, middle));
+  std::string second = testing::WriteTempFile("second.jsonl", all.substr(middle));
+  uint64_t first_count = std::count(all.begin(), all.begin() + middle, '\n');
+  Publish(s, first);
+  DaemonProcess daemon(RunArgs(s, "100"), s.config.store.postgres);
+  daemon.Start();
+  ASSERT_TRUE(WaitUntil([&] { return Processed(schema) >= first_count; }, kPatience))
+      << daemon.Log();
+  ASSERT_EQ(0, kafka.Run({"stop"}));
+  // The daemon neither exits on the outage...
+  ASSERT_TRUE(WaitUntil([&] { return daemon.Log().find("event=kafka_error") != std::string::npos; },
+                        kPatience))
+      << daemon.Log();
+  EXPECT_TRUE(daemon.Running()) << daemon.Log();
+  ASSERT_EQ(0, kafka.Run({"start"}));
+  Publish(s, second);
+  // ...nor after it, and it reads on from where it was.
+  ASSERT_TRUE(WaitUntil([&] { return Processed(schema) >= kRandomEvents; }, kPatience))
+      << daemon.Log();
+  EXPECT_TRUE(daemon.Running()) << daemon.Log();
+  EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
+  ExpectExactRandomResult(s);
+}
+
+TEST(KafkaDaemon, PostgresOutagePausesWithRetriesThenResumes) {
+  // A PostgreSQL of the test's own, so that stopping it disturbs no other test.
+  int port = 23000 + getpid() % 1000;
+  std::string state = std::string(::testing::TempDir()) + "/denormd-pg-" + std::to_string(getpid());
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"DENORMD_STATE_DIR", state}, {"DENORMD_PG_PORT", std::to_string(port)}};
+  std::string url;
+  ASSERT_EQ(0, testing::RunScript("postgres.sh", {"start"}, env, &url));
+  struct Cleanup {
+    std::vector<std::pair<std::string, std::string>> env;
+    std::string state;
+    ~Cleanup() {
+      std::string ignored;
+      testing::RunScript("postgres.sh", {"stop"}, env, &ignored);
+      std::system(("rm -rf '" + state + "'").c_str());
+    }
+  } cleanup{env, state};
+
+  std::string schema = testing::TestSchemaName();
+  KafkaTestSetup s;
+  s.schema = schema;
+  s.topic = schema + "_" + std::to_string(getpid());
+  s.config_file = testing::WriteKafkaArticleConfig(schema, testing::TestKafkaBootstrap(), s.topic);
+  std::string output;
+  ASSERT_EQ(0, CreateTopic(testing::TestKafkaBootstrap(), s.topic, 1));
+  std::string all = testing::ReadFile(SourcePath("tests/data/article/events-random.jsonl"));
+  size_t middle = all.find('\n', all.size() / 2) + 1;
+  uint64_t first_count = std::count(all.begin(), all.begin() + middle, '\n');
+  Publish(s, testing::WriteTempFile("first.jsonl", all.substr(0, middle)));
+
+  auto processed = [&]() -> uint64_t {
+    std::string rows;
+    std::string command = "psql -X -q -t -A '" + url + "' -c \"select coalesce(sum(applied + "
+                          "stale + dead), 0) from " + schema + ".positions\" 2>/dev/null";
+    FILE* pipe = popen(command.c_str(), "r");
+    char buffer[128] = {0};
+    size_t n = fread(buffer, 1, sizeof(buffer) - 1, pipe);
+    pclose(pipe);
+    buffer[n] = 0;
+    return std::strtoull(buffer, nullptr, 10);
+  };
+  DaemonProcess daemon({"run", "-c", s.config_file, "--batch-size", "100", "--metrics-port",
+                        std::to_string(port + 1000)},
+                       url);
+  daemon.Start();
+  ASSERT_TRUE(WaitUntil([&] { return processed() >= first_count; }, kPatience)) << daemon.Log();
+
+  ASSERT_EQ(0, testing::RunScript("postgres.sh", {"stop"}, env, &output));
+  Publish(s, testing::WriteTempFile("second.jsonl", all.substr(middle)));
+  ASSERT_TRUE(WaitUntil([&] { return daemon.Log().find("event=batch_retry") != std::string::npos; },
+                        kPatience))
+      << daemon.Log();
+  // Health says why while the store is away.
+  std::string health = testing::HttpGet(port + 1000, "/healthz");
+  EXPECT_EQ(0u, health.find("HTTP/1.1 503")) << health;
+  EXPECT_NE(std::string::npos, health.find("store unavailable")) << health;
+  EXPECT_TRUE(daemon.Running()) << daemon.Log();
+
+  ASSERT_EQ(0, testing::RunScript("postgres.sh", {"start"}, env, &output));
+  ASSERT_TRUE(WaitUntil([&] { return processed() >= kRandomEvents; }, kPatience)) << daemon.Log();
+  EXPECT_NE(std::string::npos, daemon.Log().find("event=batch_recovered")) << daemon.Log();
+  EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
+  ASSERT_EQ(0, RunDenormd({"verify", "-c", s.config_file, "--postgres", url}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("all documents match")) << output;
+}
+
+}  // namespace
+}  // namespace denormd
