@@ -564,6 +564,28 @@ Status PostgresStore::Open() {
   for (const ProjectionConfig& projection : config_.projections) {
     collections.insert(projection.collection);
   }
+  // Fast path: everything exists. CREATE INDEX IF NOT EXISTS takes a share
+  // lock on its table even when the index exists, which would make a start
+  // wait for (and stall) the batches of running instances.
+  bool complete = false;
+  DENORMD_RETURN_IF_ERROR(Guard("checking the schema", [&] {
+    pqxx::nontransaction work(connection_->pq);
+    const std::string s = work.quote_name(config_.store.schema) + ".";
+    std::vector<std::string> relations;
+    for (const char* table : {"entities", "refs", "refs_by_entity", "positions", "locks",
+                              "writers", "dead_letters"}) {
+      relations.push_back(s + table);
+    }
+    for (const std::string& collection : collections) {
+      relations.push_back(s + work.quote_name(collection));
+      relations.push_back(s + work.quote_name(collection + "_by_pk"));
+    }
+    complete = work.exec_params1("select count(*) from unnest($1::text[]) r"
+                                 " where to_regclass(r) is null",
+                                 PgTextArray(relations))[0]
+                   .as<int>() == 0;
+  }));
+  if (complete) return Status::Ok();
   return Guard("creating the schema", [&] {
     pqxx::work work(connection_->pq);
     const std::string s = work.quote_name(config_.store.schema);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -49,6 +50,10 @@ Options:
   -q, --quiet              no progress output, warnings and errors only
   -v, --verbose            debug log lines
   -h, --help               this text
+
+Environment:
+  DENORMD_POSTGRES         connection string (overrides store.postgres)
+  DENORMD_KAFKA_BROKERS    bootstrap servers (overrides source.kafka.brokers)
 
 Exit status: 0 success; 1 failure, or differences found by verify; 2 bad usage or config.
 
@@ -147,6 +152,13 @@ std::string ParseArguments(const std::vector<std::string>& args, Arguments* out)
 std::optional<Config> LoadConfigOrReport(const std::string& path) {
   std::vector<ConfigError> errors;
   std::optional<Config> config = LoadConfig(path, &errors);
+  // $DENORMD_KAFKA_BROKERS overrides source.kafka.brokers, as
+  // $DENORMD_POSTGRES overrides store.postgres: one config file serves
+  // every environment.
+  const char* brokers = std::getenv("DENORMD_KAFKA_BROKERS");
+  if (config && config->kafka && brokers != nullptr && *brokers != '\0') {
+    config->kafka->brokers = brokers;
+  }
   for (const ConfigError& error : errors) std::cerr << error.ToString(path) << "\n";
   if (!config) {
     std::cerr << path << ": " << errors.size() << " error" << (errors.size() == 1 ? "" : "s")

@@ -2,33 +2,56 @@
 # Usage: scripts/demo.sh
 #
 # The main job on a fresh machine, in one command: installs the packages,
-# builds denormd, starts a private PostgreSQL, replays the article's example
-# event log (tests/data/article/events.jsonl) with the example config, and
-# shows a few of the resulting documents with plain SQL.
+# builds denormd, starts a private PostgreSQL and a real Apache Kafka broker,
+# publishes the article's example event log (tests/data/article/events.jsonl)
+# to the topic of the example config, runs the daemon on it, and shows some of
+# the resulting documents with plain SQL. The daemon keeps running until
+# Ctrl-C; publish more events meanwhile from another terminal with
+#   build/denormd publish -c tests/data/article/config.yaml FILE
+# (with DENORMD_KAFKA_BROKERS as printed below).
 #
-# Environment: DENORMD_STATE_DIR, DENORMD_PG_PORT (see scripts/README.md).
+# Environment: DENORMD_STATE_DIR, DENORMD_PG_PORT, DENORMD_KAFKA_PORT
+# (see scripts/README.md). The servers keep running after the demo; stop them
+# with scripts/postgres.sh stop and scripts/kafka.sh stop.
 set -euo pipefail
 
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_DIR"
 step() { echo "==> $*" >&2; }
+CONFIG=tests/data/article/config.yaml
+TOPIC=article.entities
 
 step "installing packages (skipped when present)"
 bash scripts/install-deps.sh
 step "building denormd"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build --target denormd -j 2
-step "starting PostgreSQL"
+step "starting PostgreSQL and Kafka"
 DENORMD_POSTGRES="$(bash scripts/postgres.sh start)"
-export DENORMD_POSTGRES
-CONFIG=tests/data/article/config.yaml
+DENORMD_KAFKA_BROKERS="$(bash scripts/kafka.sh start)"
+export DENORMD_POSTGRES DENORMD_KAFKA_BROKERS
+bash scripts/kafka.sh topic-create "$TOPIC" 4
 
 step "denormd check -c $CONFIG"
 build/denormd check -c "$CONFIG"
-step "denormd replay -c $CONFIG tests/data/article/events.jsonl"
-build/denormd replay -c "$CONFIG" tests/data/article/events.jsonl
-step "denormd verify -c $CONFIG"
-build/denormd verify -c "$CONFIG"
+# A demo run starts from a clean slate of documents; the topic keeps what
+# earlier runs published, and replaying it again changes nothing (versions).
+bash scripts/postgres.sh psql -X -q -c "drop schema if exists article cascade" >/dev/null
+step "denormd publish -c $CONFIG tests/data/article/events.jsonl"
+build/denormd publish -c "$CONFIG" tests/data/article/events.jsonl
+
+step "denormd run -c $CONFIG --metrics-port 9464   (Ctrl-C stops it)"
+build/denormd run -c "$CONFIG" --metrics-port 9464 &
+daemon=$!
+trap 'kill -TERM $daemon 2>/dev/null; wait $daemon' INT TERM
+
+# Wait until the daemon has caught up: every partition of the topic at lag 0.
+for _ in $(seq 1 600); do
+  caught_up=$(build/denormd status -c "$CONFIG" 2>/dev/null | grep -c ", lag 0;" || true)
+  [[ "$caught_up" == 4 ]] && break
+  kill -0 $daemon 2>/dev/null || { echo "the daemon exited" >&2; exit 1; }
+  sleep 0.2
+done
 
 show() {
   echo
@@ -39,7 +62,12 @@ show "an author with its pre-calculated countOfBooks and book ids" "article.auth
 show "a book carrying copies of its authors' names and thumbnails" "article.books where id = 'b1'"
 show "a post with its three most recent comments" "article.posts where id = 'p1'"
 echo
-echo "PostgreSQL is still running: $DENORMD_POSTGRES"
-echo "  look around:  scripts/postgres.sh psql -c 'select id, doc from article.catalog'"
-echo "  status:       DENORMD_POSTGRES=$DENORMD_POSTGRES build/denormd status -c $CONFIG"
-echo "  stop it:      scripts/postgres.sh stop"
+build/denormd status -c "$CONFIG"
+cat <<EOT
+
+The daemon is still running (pid $daemon); Ctrl-C stops it.
+  documents:  scripts/postgres.sh psql -c 'select id, doc from article.catalog'
+  metrics:    curl -s http://127.0.0.1:9464/metrics
+  more input: DENORMD_KAFKA_BROKERS=$DENORMD_KAFKA_BROKERS build/denormd publish -c $CONFIG FILE
+EOT
+wait $daemon

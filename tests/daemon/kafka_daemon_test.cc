@@ -32,6 +32,17 @@ uint64_t Processed(const std::string& schema) {
   return rows.empty() ? 0 : std::strtoull(rows[0].c_str(), nullptr, 10);
 }
 
+// What the database is doing, for the message of a wait that timed out.
+std::string Activity() {
+  std::string out = "\npg_stat_activity:\n";
+  for (const std::string& row :
+       Sql("select pid, state, wait_event_type, wait_event, left(query, 120) from "
+           "pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()")) {
+    out += "  " + row + "\n";
+  }
+  return out;
+}
+
 std::string KafkaPort(const std::string& bootstrap) {
   return bootstrap.substr(bootstrap.rfind(':') + 1);
 }
@@ -99,7 +110,7 @@ TEST(KafkaDaemon, KillNineAtRandomPointsThenRestartEndsExact) {
   DaemonProcess daemon(RunArgs(s, "40"), s.config.store.postgres);
   daemon.Start();
   ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents; }, kPatience))
-      << daemon.Log();
+      << daemon.Log() << Activity();
   EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
   ExpectExactRandomResult(s);
 }
@@ -118,7 +129,7 @@ TEST(KafkaDaemon, TwoInstancesOneKilledAndRestartedEndsExact) {
       << b.Log();
   a.Start();
   ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents; }, kPatience))
-      << a.Log() << b.Log();
+      << a.Log() << b.Log() << Activity();
   EXPECT_EQ(0, a.Terminate(30)) << a.Log();
   EXPECT_EQ(0, b.Terminate(30)) << b.Log();
   ExpectExactRandomResult(s);
