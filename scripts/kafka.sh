@@ -72,8 +72,9 @@ cmd_fetch() {
     return 0
   fi
   command -v mvn >/dev/null || die "mvn not found; run scripts/install-deps.sh"
-  mkdir -p "$KAFKA_DIR"
-  local tmp="$KAFKA_DIR/lib.tmp.$$" fetch_log="$KAFKA_DIR/fetch.log"
+  mkdir -p "$KAFKA_DIR" "$(dirname "$LIB_DIR")"
+  # Next to LIB_DIR, so that the final mv is a rename on one file system.
+  local tmp="$LIB_DIR.tmp.$$" fetch_log="$KAFKA_DIR/fetch.log"
   rm -rf "$tmp"
   local -a mvn=(mvn -B -Dstyle.color=never -f "$POM" "$DEPENDENCY_PLUGIN" -DincludeScope=runtime
     -DoutputDirectory="$tmp" -Dmdep.useRepositoryLayout=false)
