@@ -230,6 +230,10 @@ Status KafkaEventSource::Poll(size_t max, int max_delay_ms, int idle_ms,
         event.at.source = KafkaStreamSource(*config_.kafka, message->topic_name());
         event.at.partition = message->partition();
         event.at.position = message->offset();
+        RdKafka::MessageTimestamp timestamp = message->timestamp();
+        if (timestamp.type != RdKafka::MessageTimestamp::MSG_TIMESTAMP_NOT_AVAILABLE) {
+          event.timestamp_ms = timestamp.timestamp;
+        }
         if (message->payload() != nullptr) {
           event.bytes.assign(static_cast<const char*>(message->payload()), message->len());
         }

@@ -68,6 +68,15 @@ std::string HexEncode(const std::string& bytes) {
   return out;
 }
 
+std::string HexDecode(const char* hex) {
+  auto nibble = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+  std::string out;
+  for (size_t i = 0; hex[i] != '\0' && hex[i + 1] != '\0'; i += 2) {
+    out.push_back(static_cast<char>(nibble(hex[i]) << 4 | nibble(hex[i + 1])));
+  }
+  return out;
+}
+
 std::optional<uint64_t> ParseVersion(const pqxx::field& field) {
   if (field.is_null()) return std::nullopt;
   return std::strtoull(field.c_str(), nullptr, 10);
@@ -180,9 +189,10 @@ class PostgresTransaction : public StoreTransaction {
       for (const ReferenceRow& row : write.references) {
         r.StartArray();
         WriteString(r, record.key.type);
-        WriteString(r, row.field);
+        WriteString(r, row.relation);
         WriteString(r, row.target);
         WriteString(r, record.key.id);
+        WriteString(r, HexEncode(row.sort));
         r.EndArray();
       }
     }
@@ -201,56 +211,103 @@ class PostgresTransaction : public StoreTransaction {
                             " where r.type = k.type and r.id = k.id",
                         PgTextArray(types), PgTextArray(ids));
       work_.exec_params(
-          "insert into " + schema_ + ".refs (type, field, target, id)"
-          " select x->>0, x->>1, x->>2, x->>3 from jsonb_array_elements($1::jsonb) x"
-          " on conflict do nothing",
+          "insert into " + schema_ + ".refs (type, field, target, id, sort)"
+          " select x->>0, x->>1, x->>2, x->>3, decode(x->>4, 'hex')"
+          " from jsonb_array_elements($1::jsonb) x on conflict do nothing",
           std::string(references.GetString(), references.GetSize()));
     });
   }
 
-  Status FindReferrers(const std::string& type, const std::string& field,
+  Status FindReferrers(const std::string& type, const std::string& relation,
                        const std::vector<std::string>& targets,
                        std::vector<Referrer>* out) override {
     if (targets.empty()) return Status::Ok();
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("finding referrers", [&] {
-      rows = work_.exec_params("select target, id from " + schema_ +
+      rows = work_.exec_params("select target, encode(sort, 'hex'), id from " + schema_ +
                                    ".refs where type = $1 and field = $2 and"
                                    " target = any($3::text[])",
-                               type, field, PgTextArray(targets));
+                               type, relation, PgTextArray(targets));
     }));
     for (const auto& row : rows) {
       Referrer referrer;
       referrer.target = row[0].c_str();
-      referrer.entity.key = {type, row[1].c_str()};
+      referrer.sort = HexDecode(row[1].c_str());
+      referrer.entity.key = {type, row[2].c_str()};
       out->push_back(std::move(referrer));
     }
     return Status::Ok();
   }
 
-  Status LoadReferrers(const std::string& type, const std::string& field,
+  Status LoadReferrers(const std::string& type, const std::string& relation,
                        const std::vector<std::string>& targets,
                        std::vector<Referrer>* out) override {
     if (targets.empty()) return Status::Ok();
+    return LoadReferrerRows(
+        "loading referrers",
+        "select r.target, encode(r.sort, 'hex'), e.id, e.version::text, e.data::text from " +
+            schema_ + ".refs r join " + schema_ +
+            ".entities e on e.type = r.type and e.id = r.id"
+            " where r.type = $1 and r.field = $2 and r.target = any($3::text[])",
+        type, out, relation, PgTextArray(targets));
+  }
+
+  Status CountReferrers(const std::string& type, const std::string& relation,
+                        const std::vector<std::string>& targets,
+                        std::map<std::string, uint64_t>* out) override {
+    if (targets.empty()) return Status::Ok();
     pqxx::result rows;
-    DENORMD_RETURN_IF_ERROR(Guard("loading referrers", [&] {
-      rows = work_.exec_params(
-          "select r.target, e.id, e.version::text, e.data::text from " + schema_ + ".refs r join " +
-              schema_ +
-              ".entities e on e.type = r.type and e.id = r.id"
-              " where r.type = $1 and r.field = $2 and r.target = any($3::text[])"
-              " and not e.deleted",
-          type, field, PgTextArray(targets));
+    DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
+      rows = work_.exec_params("select target, count(*) from " + schema_ +
+                                   ".refs where type = $1 and field = $2 and"
+                                   " target = any($3::text[]) group by target",
+                               type, relation, PgTextArray(targets));
     }));
-    for (const auto& row : rows) {
-      Referrer referrer;
-      referrer.target = row[0].c_str();
-      referrer.entity.key = {type, row[1].c_str()};
-      referrer.entity.version = ParseVersion(row[2]);
-      DENORMD_RETURN_IF_ERROR(ParseData(row[3], &referrer.entity.data));
-      out->push_back(std::move(referrer));
-    }
+    for (const auto& row : rows) (*out)[row[0].c_str()] = row[1].as<uint64_t>();
     return Status::Ok();
+  }
+
+  Status LoadFirstReferrers(const std::string& type, const std::string& relation,
+                            const std::vector<std::string>& targets, uint64_t limit,
+                            std::vector<Referrer>* out) override {
+    if (targets.empty()) return Status::Ok();
+    // Per target, an index scan of refs in (sort, id) order that stops after
+    // `limit` rows: a post with a million comments costs three index reads.
+    return LoadReferrerRows(
+        "loading first referrers",
+        "select t.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text"
+        " from unnest($3::text[]) t(target) cross join lateral (select r.sort, r.id from " +
+            schema_ +
+            ".refs r where r.type = $1 and r.field = $2 and r.target = t.target"
+            " order by r.sort, r.id limit $4) x join " +
+            schema_ + ".entities e on e.type = $1 and e.id = x.id",
+        type, out, relation, PgTextArray(targets), static_cast<int64_t>(limit));
+  }
+
+  Status CountReferrersBefore(const std::string& type, const std::string& relation,
+                              const std::string& target, const std::string& sort,
+                              const std::string& id, uint64_t* out) override {
+    return Guard("counting referrers", [&] {
+      *out = work_
+                 .exec_params1("select count(*) from " + schema_ +
+                                   ".refs where type = $1 and field = $2 and target = $3"
+                                   " and (sort, id) < (decode($4, 'hex'), $5 collate \"C\")",
+                               type, relation, target, HexEncode(sort), id)[0]
+                 .as<uint64_t>();
+    });
+  }
+
+  Status LoadReferrersFrom(const std::string& type, const std::string& relation,
+                           const std::string& target, uint64_t offset,
+                           std::vector<Referrer>* out) override {
+    return LoadReferrerRows(
+        "loading referrers",
+        "select r.target, encode(r.sort, 'hex'), e.id, e.version::text, e.data::text from " +
+            schema_ + ".refs r join " + schema_ +
+            ".entities e on e.type = r.type and e.id = r.id"
+            " where r.type = $1 and r.field = $2 and r.target = $3"
+            " order by r.sort, r.id offset $4",
+        type, out, relation, target, static_cast<int64_t>(offset));
   }
 
   Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
@@ -262,7 +319,7 @@ class PostgresTransaction : public StoreTransaction {
                        type, after, limit, out);
   }
 
-  Status ListReferenceTargets(const std::string& type, const std::string& field,
+  Status ListReferenceTargets(const std::string& type, const std::string& relation,
                               const std::string& after, size_t limit,
                               std::vector<std::string>* out) override {
     pqxx::result rows;
@@ -270,7 +327,7 @@ class PostgresTransaction : public StoreTransaction {
       rows = work_.exec_params("select distinct target from " + schema_ +
                                    ".refs where type = $1 and field = $2 and target > $3"
                                    " order by target limit $4",
-                               type, field, after, static_cast<int64_t>(limit));
+                               type, relation, after, static_cast<int64_t>(limit));
     }));
     for (const auto& row : rows) out->push_back(row[0].c_str());
     return Status::Ok();
@@ -318,6 +375,18 @@ class PostgresTransaction : public StoreTransaction {
       pqxx::result result = work_.exec_params(
           "delete from " + table + " where projection = $1 and id = any($2::text[])", projection,
           PgTextArray(ids));
+      *deleted += result.affected_rows();
+    });
+  }
+
+  Status DeleteDocumentsExcept(const std::string& collection, const std::string& projection,
+                               const std::string& pk, const std::vector<std::string>& keep,
+                               uint64_t* deleted) override {
+    const std::string table = schema_ + "." + work_.quote_name(collection);
+    return Guard("deleting documents of " + projection, [&] {
+      pqxx::result result = work_.exec_params(
+          "delete from " + table + " where projection = $1 and pk = $2 and id <> all($3::text[])",
+          projection, pk, PgTextArray(keep));
       *deleted += result.affected_rows();
     });
   }
@@ -481,6 +550,26 @@ class PostgresTransaction : public StoreTransaction {
     return Status::Ok();
   }
 
+  // Runs a query returning (target, sort hex, id, version, data) rows.
+  template <typename... Args>
+  Status LoadReferrerRows(const std::string& what, const std::string& sql, const std::string& type,
+                          std::vector<Referrer>* out, Args&&... args) {
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard(what, [&] {
+      rows = work_.exec_params(sql, type, std::forward<Args>(args)...);
+    }));
+    for (const auto& row : rows) {
+      Referrer referrer;
+      referrer.target = row[0].c_str();
+      referrer.sort = HexDecode(row[1].c_str());
+      referrer.entity.key = {type, row[2].c_str()};
+      referrer.entity.version = ParseVersion(row[3]);
+      DENORMD_RETURN_IF_ERROR(ParseData(row[4], &referrer.entity.data));
+      out->push_back(std::move(referrer));
+    }
+    return Status::Ok();
+  }
+
   Status LoadDocumentsWhere(const std::string& collection, const std::string& projection,
                             const std::string& column, const std::vector<std::string>& values,
                             std::vector<DocumentRow>* out) {
@@ -600,8 +689,8 @@ Status PostgresStore::Open() {
               " updated_at timestamptz not null default now(), primary key (type, id))");
     work.exec("create table if not exists " + s +
               ".refs (type text collate \"C\" not null, field text collate \"C\" not null,"
-              " target text collate \"C\" not null, id text collate \"C\" not null,"
-              " primary key (type, field, target, id))");
+              " target text collate \"C\" not null, sort bytea not null default '',"
+              " id text collate \"C\" not null, primary key (type, field, target, sort, id))");
     work.exec("create index if not exists refs_by_entity on " + s + ".refs (type, id)");
     work.exec("create table if not exists " + s +
               ".positions (source text not null, partition integer not null,"

@@ -1,5 +1,6 @@
 #include "daemon/cli.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -176,6 +177,12 @@ std::string FormatCount(uint64_t n) {
   return out;
 }
 
+int64_t PeakRssMib() {
+  struct rusage usage = {};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -271,7 +278,8 @@ int Replay(const Arguments& args) {
     std::cout << seconds << " s: " << FormatCount(s.applied) << " applied, "
               << FormatCount(s.stale) << " stale, " << FormatCount(s.dead_letters)
               << " dead letters; " << FormatCount(s.documents_written) << " documents written, "
-              << FormatCount(s.documents_deleted) << " deleted\n";
+              << FormatCount(s.documents_deleted) << " deleted; peak RSS " << PeakRssMib()
+              << " MiB\n";
   }
   return exit_code;
 }

@@ -44,8 +44,10 @@ Status ForEachUnitPage(const ProjectionPlan& plan, Store* store, size_t p, size_
   KeyCursor sources(
       [&](StoreTransaction* txn, const std::string& after, size_t limit,
           std::vector<std::string>* out) {
-        return buckets ? txn->ListReferenceTargets(projection.buckets, projection.by.text, after,
-                                                   limit, out)
+        return buckets ? txn->ListReferenceTargets(
+                             projection.buckets,
+                             RelationName(projection.by, &projection.order_by, true), after,
+                             limit, out)
                        : txn->ListEntityIds(projection.from, after, limit, out);
       },
       page_size);

@@ -115,6 +115,42 @@ void Metrics::SetLastCommitTimestamp(double unix_seconds) {
   last_commit_timestamp_ = unix_seconds;
 }
 
+void Metrics::ObserveEventAges(const std::vector<double>& seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (double age : seconds) {
+    if (std::isnan(age)) continue;
+    if (age < 0) age = 0;
+    size_t bucket = 0;
+    while (bucket < kEventAgeBuckets.size() && age > kEventAgeBuckets[bucket]) ++bucket;
+    age_buckets_[bucket]++;
+    age_sum_ += age;
+    age_count_++;
+    if (age > age_max_) age_max_ = age;
+  }
+}
+
+namespace {
+
+// A histogram family: buckets are per-bucket counts (not cumulative), the
+// last one +Inf.
+template <size_t N>
+void AppendHistogram(std::string* out, const char* name, const char* help,
+                     const std::array<double, N>& bounds,
+                     const std::array<uint64_t, N + 1>& buckets, double sum, uint64_t count) {
+  AppendHeader(out, name, "histogram", help);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= N; ++i) {
+    cumulative += buckets[i];
+    std::string le = i < N ? FormatSampleValue(bounds[i]) : "+Inf";
+    AppendSample(out, std::string(name) + "_bucket", "le=\"" + le + "\"",
+                 std::to_string(cumulative));
+  }
+  AppendSample(out, std::string(name) + "_sum", "", FormatSampleValue(sum));
+  AppendSample(out, std::string(name) + "_count", "", std::to_string(count));
+}
+
+}  // namespace
+
 std::string Metrics::Render() const {
   // Snapshot under the lock, format outside it: writers on the batch path
   // never wait for the string building.
@@ -124,6 +160,9 @@ std::string Metrics::Render() const {
   double duration_sum, last_commit_timestamp;
   std::map<PartitionKey, int64_t> lag;
   bool store_healthy;
+  std::array<uint64_t, kEventAgeBuckets.size() + 1> age_buckets;
+  double age_sum, age_max;
+  uint64_t age_count;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     events_applied = events_applied_;
@@ -139,6 +178,10 @@ std::string Metrics::Render() const {
     lag = lag_;
     store_healthy = store_healthy_;
     last_commit_timestamp = last_commit_timestamp_;
+    age_buckets = age_buckets_;
+    age_sum = age_sum_;
+    age_count = age_count_;
+    age_max = age_max_;
   }
 
   std::string out;
@@ -159,18 +202,14 @@ std::string Metrics::Render() const {
                 "Batch attempts rolled back and retried after a transient error.",
                 batch_retries);
 
-  const char* histogram = "denormd_batch_duration_seconds";
-  AppendHeader(&out, histogram, "histogram",
-               "Wall time to apply and commit one batch, including retries.");
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i <= kBucketCount; ++i) {
-    cumulative += duration_buckets[i];
-    std::string le = i < kBucketCount ? FormatSampleValue(kBatchDurationBuckets[i]) : "+Inf";
-    AppendSample(&out, "denormd_batch_duration_seconds_bucket", "le=\"" + le + "\"",
-                 std::to_string(cumulative));
-  }
-  AppendSample(&out, "denormd_batch_duration_seconds_sum", "", FormatSampleValue(duration_sum));
-  AppendSample(&out, "denormd_batch_duration_seconds_count", "", std::to_string(duration_count));
+  AppendHistogram(&out, "denormd_batch_duration_seconds",
+                  "Wall time to apply and commit one batch, including retries.",
+                  kBatchDurationBuckets, duration_buckets, duration_sum, duration_count);
+  AppendHistogram(&out, "denormd_event_age_seconds",
+                  "Freshness: from a message's Kafka timestamp to the commit that applied it.",
+                  kEventAgeBuckets, age_buckets, age_sum, age_count);
+  AppendGauge(&out, "denormd_event_age_max_seconds",
+              "The largest denormd_event_age_seconds observed.", FormatSampleValue(age_max));
 
   AppendHeader(&out, "denormd_consumer_lag", "gauge",
                "Messages between the committed offset and the end of the partition.");

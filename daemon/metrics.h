@@ -24,6 +24,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace denormd {
 
@@ -33,6 +34,12 @@ class Metrics {
   // +Inf bucket is implicit.
   static constexpr std::array<double, 11> kBatchDurationBuckets = {
       0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+
+  // Upper bounds (seconds) of denormd_event_age_seconds: from a message's
+  // Kafka timestamp to the commit of the batch that applied it (freshness).
+  static constexpr std::array<double, 17> kEventAgeBuckets = {
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15,
+      0.2,   0.3,    0.5,   1,    2.5,   5,    10,    30};
 
   // (topic, partition) of a consumer-lag gauge.
   using PartitionKey = std::pair<std::string, int>;
@@ -48,6 +55,10 @@ class Metrics {
   // observed as 0.
   void AddBatch(uint64_t applied, uint64_t stale, uint64_t dead, uint64_t written,
                 uint64_t deleted, double seconds);
+
+  // Observes the age at commit of each event of a committed batch, and
+  // keeps the largest in denormd_event_age_max_seconds.
+  void ObserveEventAges(const std::vector<double>& seconds);
 
   // Increments denormd_batch_retries_total (one rolled-back, retried attempt).
   void AddRetry();
@@ -85,6 +96,10 @@ class Metrics {
   std::array<uint64_t, kBucketCount + 1> duration_buckets_{};  // GUARDED_BY(mutex_)
   double duration_sum_ = 0;                                     // GUARDED_BY(mutex_)
   uint64_t duration_count_ = 0;                                 // GUARDED_BY(mutex_)
+  std::array<uint64_t, kEventAgeBuckets.size() + 1> age_buckets_{};  // GUARDED_BY(mutex_)
+  double age_sum_ = 0;                                                // GUARDED_BY(mutex_)
+  uint64_t age_count_ = 0;                                            // GUARDED_BY(mutex_)
+  double age_max_ = 0;                                                // GUARDED_BY(mutex_)
   std::map<PartitionKey, int64_t> lag_;                         // GUARDED_BY(mutex_)
   bool store_healthy_ = false;                                  // GUARDED_BY(mutex_)
   double last_commit_timestamp_ = 0;                            // GUARDED_BY(mutex_)

@@ -1,6 +1,7 @@
 #include "daemon/run.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -38,6 +39,12 @@ void InstallSignalHandlers() {
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
   signal(SIGPIPE, SIG_IGN);
+}
+
+int64_t PeakRssKib() {
+  struct rusage usage = {};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
 }
 
 double UnixSeconds() {
@@ -163,7 +170,7 @@ class Daemon {
       if (raw.empty()) continue;
       DecodedBatch batch = DecodeBatch(config_, raw);
       batch.previous_positions = source_.PreviousPositions();
-      int code = ApplyWithRetry(batch);
+      int code = ApplyWithRetry(batch, raw);
       if (code >= 0) return code;
       total_events += raw.size();
       window_events += raw.size();
@@ -184,7 +191,7 @@ class Daemon {
   // Applies one batch, retrying transient failures (the store away, a
   // deadlock) with the same batch until it commits or a stop is requested.
   // Returns -1 to continue, or an exit code.
-  int ApplyWithRetry(const DecodedBatch& batch) {
+  int ApplyWithRetry(const DecodedBatch& batch, const std::vector<RawEvent>& raw) {
     bool dead_letters_published = false;
     for (int attempt = 1;; ++attempt) {
       Status status;
@@ -201,7 +208,13 @@ class Daemon {
         source_.MarkCommitted(batch.last_positions);
         metrics_.AddBatch(stats.applied, stats.stale, stats.dead_letters, stats.documents_written,
                           stats.documents_deleted, seconds);
-        metrics_.SetLastCommitTimestamp(UnixSeconds());
+        double now = UnixSeconds();
+        metrics_.SetLastCommitTimestamp(now);
+        std::vector<double> ages;
+        for (const RawEvent& event : raw) {
+          if (event.timestamp_ms > 0) ages.push_back(now - event.timestamp_ms / 1000.0);
+        }
+        metrics_.ObserveEventAges(ages);
         if (attempt > 1) Log(LogLevel::kInfo, "batch_recovered", {{"attempts", attempt}});
         health_.Set(true, "ok");
         metrics_.SetStoreHealthy(true);
@@ -251,7 +264,7 @@ class Daemon {
     source_.Close();
     http_.Stop();
     Log(LogLevel::kInfo, "daemon_stopped",
-        {{"exit_code", code}, {"signal", g_signal.load()}});
+        {{"exit_code", code}, {"signal", g_signal.load()}, {"peak_rss_kib", PeakRssKib()}});
     return code;
   }
 

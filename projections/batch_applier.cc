@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 
 namespace denormd {
 
@@ -73,6 +74,26 @@ std::optional<std::string> GroupOf(const Path& by, const std::optional<EntityRec
       EvalPath(by, record->key.id, *record->data, &scratch, scratch_doc.GetAllocator());
   if (value == nullptr || !value->IsString()) return std::nullopt;
   return std::string(value->GetString(), value->GetStringLength());
+}
+
+// The sort key of an entity state in a bucket projection's order.
+std::string BucketSortKey(const ProjectionConfig& projection, const EntityRecord& record) {
+  if (!projection.order_by.present) return "";
+  JsonDocument scratch_doc;
+  JsonValue scratch;
+  return OrderKey(OrderValue(projection.order_by, record.key.id, *record.data, &scratch,
+                             scratch_doc.GetAllocator()),
+                  projection.order_by.descending);
+}
+
+void LowerBound(BucketBound candidate, std::map<std::string, BucketBound>* bounds,
+                const std::string& group) {
+  auto it = bounds->find(group);
+  if (it == bounds->end()) {
+    bounds->emplace(group, std::move(candidate));
+  } else if (std::tie(candidate.sort, candidate.id) < std::tie(it->second.sort, it->second.id)) {
+    it->second = std::move(candidate);
+  }
 }
 
 std::string Truncate(const std::string& text, size_t max = 300) {
@@ -259,6 +280,7 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatc
 
   // Find the affected units.
   UnitSet units;
+  BucketBounds bucket_bounds;
   std::vector<std::string> phase2_locks;
   // (projection, lookup expression) -> ids of changed targets whose view changed
   std::map<std::pair<size_t, const Expression*>, std::vector<std::string>> lookup_fanout;
@@ -273,8 +295,16 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatc
       auto new_group = GroupOf(projection.by, new_state);
       if (old_group != new_group ||
           ViewChanged(projection.select, &projection.order_by, old_state, new_state)) {
-        if (old_group) units[p].insert(*old_group);
-        if (new_group) units[p].insert(*new_group);
+        if (old_group) {
+          units[p].insert(*old_group);
+          LowerBound({BucketSortKey(projection, *old_state), key.id}, &bucket_bounds[p],
+                     *old_group);
+        }
+        if (new_group) {
+          units[p].insert(*new_group);
+          LowerBound({BucketSortKey(projection, *new_state), key.id}, &bucket_bounds[p],
+                     *new_group);
+        }
       }
     }
     for (const RelationUse& use : type_plan.as_child) {
@@ -308,7 +338,8 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatc
     size_t p = entry.first.first;
     const Expression* expression = entry.first.second;
     std::vector<Referrer> referrers;
-    DENORMD_RETURN_IF_ERROR(txn->FindReferrers(config.projections[p].from, expression->by.text,
+    DENORMD_RETURN_IF_ERROR(txn->FindReferrers(config.projections[p].from,
+                                               RelationName(expression->by, nullptr, false),
                                                entry.second, &referrers));
     for (const Referrer& referrer : referrers) units[p].insert(referrer.entity.key.id);
   }
@@ -328,7 +359,7 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatc
                                 : StoreTransaction::LockMode::kNoWait));
   }
 
-  DENORMD_RETURN_IF_ERROR(RecomputeUnits(txn, units, stats));
+  DENORMD_RETURN_IF_ERROR(RecomputeUnits(txn, units, stats, &bucket_bounds));
 
   if (!batch.dead_letters.empty()) DENORMD_RETURN_IF_ERROR(txn->AddDeadLetters(batch.dead_letters));
   std::vector<PositionUpdate> positions;
@@ -338,12 +369,26 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatc
 }
 
 Status BatchApplier::RecomputeUnits(StoreTransaction* txn, const UnitSet& units,
-                                    BatchStats* stats) const {
+                                    BatchStats* stats, const BucketBounds* bounds) const {
   const Config& config = plan_.config();
   for (const auto& entry : units) {
     const ProjectionConfig& projection = config.projections[entry.first];
     bool buckets = projection.kind == ProjectionConfig::Kind::kBuckets;
-    std::vector<std::string> all(entry.second.begin(), entry.second.end());
+    std::vector<std::string> all;
+    const std::map<std::string, BucketBound>* group_bounds = nullptr;
+    if (buckets && bounds != nullptr) {
+      auto found = bounds->find(entry.first);
+      if (found != bounds->end()) group_bounds = &found->second;
+    }
+    for (const std::string& unit : entry.second) {
+      auto bound = group_bounds ? group_bounds->find(unit) : std::map<std::string, BucketBound>::const_iterator();
+      if (group_bounds && bound != group_bounds->end()) {
+        DENORMD_RETURN_IF_ERROR(
+            RecomputeBucketTail(txn, entry.first, unit, bound->second, stats));
+      } else {
+        all.push_back(unit);
+      }
+    }
     for (size_t start = 0; start < all.size(); start += kUnitsPerChunk) {
       std::vector<std::string> chunk(all.begin() + start,
                                      all.begin() + std::min(all.size(), start + kUnitsPerChunk));
@@ -381,6 +426,29 @@ Status BatchApplier::RecomputeUnits(StoreTransaction* txn, const UnitSet& units,
       stats->documents_deleted += deleted;
     }
   }
+  return Status::Ok();
+}
+
+Status BatchApplier::RecomputeBucketTail(StoreTransaction* txn, size_t p,
+                                         const std::string& group, const BucketBound& bound,
+                                         BatchStats* stats) const {
+  const ProjectionConfig& projection = plan_.config().projections[p];
+  uint64_t first = 0;
+  std::vector<DocumentRow> rows;
+  DENORMD_RETURN_IF_ERROR(builder_.BuildBucketTail(txn, p, group, bound, &first, &rows));
+  stats->units_recomputed++;
+  std::vector<std::string> keep;
+  for (uint64_t n = 0; n < first; ++n) keep.push_back(group + ":" + std::to_string(n));
+  for (const DocumentRow& row : rows) keep.push_back(row.id);
+  uint64_t written = 0, deleted = 0;
+  if (!rows.empty()) {
+    DENORMD_RETURN_IF_ERROR(
+        txn->UpsertDocuments(projection.collection, projection.name, rows, &written));
+  }
+  DENORMD_RETURN_IF_ERROR(txn->DeleteDocumentsExcept(projection.collection, projection.name,
+                                                     group, keep, &deleted));
+  stats->documents_written += written;
+  stats->documents_deleted += deleted;
   return Status::Ok();
 }
 

@@ -61,6 +61,9 @@ struct BatchStats {
 // Units to recompute: projection index -> root ids (entity projections) or
 // group values (bucket projections).
 using UnitSet = std::map<size_t, std::set<std::string>>;
+// For bucket units changed by a batch: projection -> group -> bound. A group
+// with a bound is recomputed from the bucket holding the bound on.
+using BucketBounds = std::map<size_t, std::map<std::string, BucketBound>>;
 
 class BatchApplier {
  public:
@@ -75,7 +78,8 @@ class BatchApplier {
   // Recomputes `units` inside `txn` and writes the documents that differ;
   // deletes the documents of units that no longer exist. Used by Apply and
   // by rebuild. Locks nothing: the caller holds what it needs.
-  Status RecomputeUnits(StoreTransaction* txn, const UnitSet& units, BatchStats* stats) const;
+  Status RecomputeUnits(StoreTransaction* txn, const UnitSet& units, BatchStats* stats,
+                        const BucketBounds* bounds = nullptr) const;
 
   // Recomputes `units` and compares with the stored documents without
   // writing. Appends a line per difference to `differences`.
@@ -85,6 +89,9 @@ class BatchApplier {
  private:
   Status ApplyInTransaction(StoreTransaction* txn, const DecodedBatch& batch, bool exclusive,
                             BatchStats* stats) const;
+
+  Status RecomputeBucketTail(StoreTransaction* txn, size_t projection, const std::string& group,
+                             const BucketBound& bound, BatchStats* stats) const;
 
   const ProjectionPlan& plan_;
   DocumentBuilder builder_;

@@ -24,13 +24,33 @@ std::vector<std::string> ReferenceTargets(const Path& path, const std::string& i
   return targets;
 }
 
+std::vector<std::string> RelationTargets(const Relation& relation, const std::string& id,
+                                         const JsonValue& data) {
+  if (!relation.strings_only) return ReferenceTargets(*relation.path, id, data);
+  JsonDocument scratch_doc;
+  JsonValue scratch;
+  const JsonValue* value = EvalPath(*relation.path, id, data, &scratch, scratch_doc.GetAllocator());
+  if (value == nullptr || !value->IsString()) return {};
+  return {std::string(value->GetString(), value->GetStringLength())};
+}
+
+std::string RelationSortKey(const Relation& relation, const std::string& id,
+                            const JsonValue& data) {
+  if (relation.order == nullptr) return "";
+  JsonDocument scratch_doc;
+  JsonValue scratch;
+  return OrderKey(OrderValue(*relation.order, id, data, &scratch, scratch_doc.GetAllocator()),
+                  relation.order->descending);
+}
+
 std::vector<ReferenceRow> ReferenceRowsOf(const ProjectionPlan& plan, const EntityRecord& record) {
   std::vector<ReferenceRow> rows;
   if (record.deleted || !record.data) return rows;
-  for (const Path* field : plan.ForType(record.key.type).reference_fields) {
-    for (std::string& target : ReferenceTargets(*field, record.key.id, *record.data)) {
-      rows.push_back({field->text, std::move(target)});
-    }
+  for (const Relation& relation : plan.ForType(record.key.type).relations) {
+    std::vector<std::string> targets = RelationTargets(relation, record.key.id, *record.data);
+    if (targets.empty()) continue;
+    std::string sort = RelationSortKey(relation, record.key.id, *record.data);
+    for (std::string& target : targets) rows.push_back({relation.name, std::move(target), sort});
   }
   return rows;
 }
@@ -77,35 +97,12 @@ void AddMember(JsonValue* object, const std::string& name, JsonValue& value,
   object->AddMember(key, value, allocator);
 }
 
-// Sorts entities for embed and buckets: by order_by, absent values last, ties
-// (and no order_by) by id ascending.
-void SortEntities(const OrderBy& order_by, std::vector<const EntityRecord*>* entities) {
-  JsonDocument scratch_doc;
-  struct Keyed {
-    const EntityRecord* entity;
-    const JsonValue* order;
-    JsonValue scratch;
-  };
-  std::vector<Keyed> keyed(entities->size());  // sized once: scratch addresses stay valid
-  for (size_t i = 0; i < entities->size(); ++i) {
-    const EntityRecord* entity = (*entities)[i];
-    keyed[i].entity = entity;
-    keyed[i].order = OrderValue(order_by, entity->key.id, *entity->data, &keyed[i].scratch,
-                                scratch_doc.GetAllocator());
-  }
-  std::vector<size_t> index(keyed.size());
-  for (size_t i = 0; i < index.size(); ++i) index[i] = i;
-  std::sort(index.begin(), index.end(), [&](size_t x, size_t y) {
-    const Keyed& a = keyed[x];
-    const Keyed& b = keyed[y];
-    int c = CompareForOrder(a.order, b.order);
-    bool both_present =
-        a.order != nullptr && !a.order->IsNull() && b.order != nullptr && !b.order->IsNull();
-    if (order_by.descending && both_present) c = -c;
-    if (c != 0) return c < 0;
-    return a.entity->key.id < b.entity->key.id;
+// Sorts referrers into the relation's order: (sort key, id).
+void SortReferrers(std::vector<const Referrer*>* referrers) {
+  std::sort(referrers->begin(), referrers->end(), [](const Referrer* a, const Referrer* b) {
+    if (a->sort != b->sort) return a->sort < b->sort;
+    return a->entity.key.id < b->entity.key.id;
   });
-  for (size_t i = 0; i < index.size(); ++i) (*entities)[i] = keyed[index[i]].entity;
 }
 
 std::optional<std::string> PartitionKeyOf(const std::string& partition_key, const JsonValue& doc) {
@@ -119,9 +116,10 @@ std::optional<std::string> PartitionKeyOf(const std::string& partition_key, cons
 
 // Related entities prefetched for one relation field, for all units at once.
 struct RelationData {
-  std::vector<Referrer> referrers;                                   // count, ids, embed
-  std::map<std::string, std::vector<const EntityRecord*>> children;  // parent id -> children
-  std::map<std::string, EntityRecord> targets;                       // lookup: id -> live target
+  std::vector<Referrer> referrers;                               // ids, embed
+  std::map<std::string, std::vector<const Referrer*>> children;  // parent id -> children
+  std::map<std::string, uint64_t> counts;                        // count: parent id -> count
+  std::map<std::string, EntityRecord> targets;                   // lookup: id -> live target
 };
 
 Status Prefetch(StoreTransaction* txn, const Expression& expression,
@@ -130,14 +128,25 @@ Status Prefetch(StoreTransaction* txn, const Expression& expression,
   for (const EntityRecord* root : roots) root_ids.push_back(root->key.id);
   switch (expression.kind) {
     case Expression::Kind::kCount:
+      return txn->CountReferrers(expression.entity, RelationName(expression.via, nullptr, false),
+                                 root_ids, &data->counts);
     case Expression::Kind::kIds:
-      DENORMD_RETURN_IF_ERROR(
-          txn->FindReferrers(expression.entity, expression.via.text, root_ids, &data->referrers));
+      DENORMD_RETURN_IF_ERROR(txn->FindReferrers(
+          expression.entity, RelationName(expression.via, nullptr, false), root_ids,
+          &data->referrers));
       break;
-    case Expression::Kind::kEmbed:
-      DENORMD_RETURN_IF_ERROR(
-          txn->LoadReferrers(expression.entity, expression.via.text, root_ids, &data->referrers));
+    case Expression::Kind::kEmbed: {
+      // With a limit only the first children in order are read, by index.
+      std::string relation = RelationName(expression.via, &expression.order_by, false);
+      if (expression.limit) {
+        DENORMD_RETURN_IF_ERROR(txn->LoadFirstReferrers(expression.entity, relation, root_ids,
+                                                        *expression.limit, &data->referrers));
+      } else {
+        DENORMD_RETURN_IF_ERROR(
+            txn->LoadReferrers(expression.entity, relation, root_ids, &data->referrers));
+      }
       break;
+    }
     case Expression::Kind::kLookup: {
       std::set<std::string> ids;
       for (const EntityRecord* root : roots) {
@@ -158,8 +167,9 @@ Status Prefetch(StoreTransaction* txn, const Expression& expression,
       return Status::Ok();
   }
   for (const Referrer& referrer : data->referrers) {
-    data->children[referrer.target].push_back(&referrer.entity);
+    data->children[referrer.target].push_back(&referrer);
   }
+  for (auto& entry : data->children) SortReferrers(&entry.second);
   return Status::Ok();
 }
 
@@ -176,19 +186,19 @@ void LookupOne(const Expression& expression, const RelationData& data, const Jso
 // Evaluates a field of an entity document. Returns false when missing.
 bool EvalField(const Expression& expression, const EntityRecord& root, const RelationData& data,
                JsonValue* out, JsonAllocator& allocator) {
-  static const std::vector<const EntityRecord*> kNone;
+  static const std::vector<const Referrer*> kNone;
   const std::string& id = root.key.id;
   switch (expression.kind) {
     case Expression::Kind::kCount: {
-      auto it = data.children.find(id);
-      out->SetUint64(it == data.children.end() ? 0 : it->second.size());
+      auto it = data.counts.find(id);
+      out->SetUint64(it == data.counts.end() ? 0 : it->second);
       return true;
     }
     case Expression::Kind::kIds: {
       auto it = data.children.find(id);
       std::vector<std::string> ids;
       if (it != data.children.end()) {
-        for (const EntityRecord* child : it->second) ids.push_back(child->key.id);
+        for (const Referrer* child : it->second) ids.push_back(child->entity.key.id);
       }
       std::sort(ids.begin(), ids.end());
       if (expression.limit && ids.size() > *expression.limit) ids.resize(*expression.limit);
@@ -202,15 +212,15 @@ bool EvalField(const Expression& expression, const EntityRecord& root, const Rel
     }
     case Expression::Kind::kEmbed: {
       auto it = data.children.find(id);
-      std::vector<const EntityRecord*> children = it == data.children.end() ? kNone : it->second;
-      SortEntities(expression.order_by, &children);
-      if (expression.limit && children.size() > *expression.limit) {
-        children.resize(*expression.limit);
-      }
+      const std::vector<const Referrer*>& children =
+          it == data.children.end() ? kNone : it->second;  // sorted by Prefetch
+      size_t n = children.size();
+      if (expression.limit && n > *expression.limit) n = *expression.limit;
       out->SetArray();
-      for (const EntityRecord* child : children) {
+      for (size_t i = 0; i < n; ++i) {
+        const EntityRecord& child = children[i]->entity;
         JsonValue item;
-        ApplySelection(expression.select, child->key.id, *child->data, &item, allocator);
+        ApplySelection(expression.select, child.key.id, *child.data, &item, allocator);
         out->PushBack(item, allocator);
       }
       return true;
@@ -352,55 +362,75 @@ Status DocumentBuilder::BuildEntityDocuments(
   return Status::Ok();
 }
 
+namespace {
+
+// Bucket documents number `first`, `first`+1, ... of `group`, from its
+// members in order (starting with the first member of bucket `first`).
+void AppendBuckets(const ProjectionConfig& projection, const std::string& group, uint64_t first,
+                   const std::vector<const Referrer*>& members, std::vector<DocumentRow>* rows) {
+  for (size_t start = 0, n = first; start < members.size(); start += projection.size, ++n) {
+    JsonDocument doc(rapidjson::kObjectType);
+    JsonAllocator& allocator = doc.GetAllocator();
+    std::string id = group + ":" + std::to_string(n);
+    JsonValue id_value(id.data(), static_cast<rapidjson::SizeType>(id.size()), allocator);
+    AddMember(&doc, "id", id_value, allocator);
+    JsonValue group_value(group.data(), static_cast<rapidjson::SizeType>(group.size()), allocator);
+    AddMember(&doc, projection.by.text, group_value, allocator);
+    JsonValue items(rapidjson::kArrayType);
+    size_t end = std::min<size_t>(members.size(), start + projection.size);
+    for (size_t i = start; i < end; ++i) {
+      const EntityRecord& member = members[i]->entity;
+      JsonValue item;
+      ApplySelection(projection.select, member.key.id, *member.data, &item, allocator);
+      items.PushBack(item, allocator);
+    }
+    AddMember(&doc, projection.field, items, allocator);
+    rows->push_back({id, group, ToJson(doc)});
+  }
+}
+
+std::string BucketRelation(const ProjectionConfig& projection) {
+  return RelationName(projection.by, &projection.order_by, true);
+}
+
+}  // namespace
+
 Status DocumentBuilder::BuildBucketDocuments(
     StoreTransaction* txn, const ProjectionConfig& projection,
     const std::vector<std::string>& groups,
     std::map<std::string, std::vector<DocumentRow>>* out) const {
   std::vector<Referrer> members;
-  DENORMD_RETURN_IF_ERROR(txn->LoadReferrers(projection.buckets, projection.by.text, groups,
-                                             &members));
-  std::map<std::string, std::vector<const EntityRecord*>> by_group;
+  DENORMD_RETURN_IF_ERROR(
+      txn->LoadReferrers(projection.buckets, BucketRelation(projection), groups, &members));
+  std::map<std::string, std::vector<const Referrer*>> by_group;
   for (const std::string& group : groups) by_group[group];
-  JsonDocument scratch_doc;
-  for (const Referrer& member : members) {
-    // Only entities whose grouping value is exactly this string belong to it
-    // (an array holding the value does not).
-    JsonValue scratch;
-    const JsonValue* value = EvalPath(projection.by, member.entity.key.id, *member.entity.data,
-                                      &scratch, scratch_doc.GetAllocator());
-    if (value == nullptr || !value->IsString() ||
-        member.target != std::string(value->GetString(), value->GetStringLength())) {
-      continue;
-    }
-    by_group[member.target].push_back(&member.entity);
-  }
+  for (const Referrer& member : members) by_group[member.target].push_back(&member);
   for (auto& entry : by_group) {
-    const std::string& group = entry.first;
-    std::vector<const EntityRecord*>& entities = entry.second;
-    std::vector<DocumentRow>& rows = (*out)[group];
+    std::vector<DocumentRow>& rows = (*out)[entry.first];
     rows.clear();
-    SortEntities(projection.order_by, &entities);
-    for (size_t start = 0, n = 0; start < entities.size(); start += projection.size, ++n) {
-      JsonDocument doc(rapidjson::kObjectType);
-      JsonAllocator& allocator = doc.GetAllocator();
-      std::string id = group + ":" + std::to_string(n);
-      JsonValue id_value(id.data(), static_cast<rapidjson::SizeType>(id.size()), allocator);
-      AddMember(&doc, "id", id_value, allocator);
-      JsonValue group_value(group.data(), static_cast<rapidjson::SizeType>(group.size()),
-                            allocator);
-      AddMember(&doc, projection.by.text, group_value, allocator);
-      JsonValue items(rapidjson::kArrayType);
-      size_t end = std::min<size_t>(entities.size(), start + projection.size);
-      for (size_t i = start; i < end; ++i) {
-        JsonValue item;
-        ApplySelection(projection.select, entities[i]->key.id, *entities[i]->data, &item,
-                       allocator);
-        items.PushBack(item, allocator);
-      }
-      AddMember(&doc, projection.field, items, allocator);
-      rows.push_back({id, group, ToJson(doc)});
-    }
+    SortReferrers(&entry.second);
+    AppendBuckets(projection, entry.first, 0, entry.second, &rows);
   }
+  return Status::Ok();
+}
+
+Status DocumentBuilder::BuildBucketTail(StoreTransaction* txn, size_t projection_index,
+                                        const std::string& group, const BucketBound& bound,
+                                        uint64_t* first_bucket,
+                                        std::vector<DocumentRow>* rows) const {
+  const ProjectionConfig& projection = plan_.config().projections[projection_index];
+  const std::string relation = BucketRelation(projection);
+  uint64_t before = 0;
+  DENORMD_RETURN_IF_ERROR(txn->CountReferrersBefore(projection.buckets, relation, group,
+                                                    bound.sort, bound.id, &before));
+  *first_bucket = before / projection.size;
+  std::vector<Referrer> members;
+  DENORMD_RETURN_IF_ERROR(txn->LoadReferrersFrom(projection.buckets, relation, group,
+                                                 *first_bucket * projection.size, &members));
+  std::vector<const Referrer*> ordered;
+  for (const Referrer& member : members) ordered.push_back(&member);
+  SortReferrers(&ordered);
+  AppendBuckets(projection, group, *first_bucket, ordered, rows);
   return Status::Ok();
 }
 

@@ -21,6 +21,13 @@
 
 namespace denormd {
 
+// The smallest (sort key, id) among the members of a bucket group that a
+// batch changed, before or after: buckets wholly before it are unchanged.
+struct BucketBound {
+  std::string sort;
+  std::string id;
+};
+
 // The ids a reference field names: the string, or the string elements of the
 // array, at `path` in `data` (sorted, unique). Empty when absent.
 std::vector<std::string> ReferenceTargets(const Path& path, const std::string& id,
@@ -28,6 +35,12 @@ std::vector<std::string> ReferenceTargets(const Path& path, const std::string& i
 
 // The reference-index rows of an entity of `type` (none for a tombstone).
 std::vector<ReferenceRow> ReferenceRowsOf(const ProjectionPlan& plan, const EntityRecord& record);
+
+// The ids an entity names in a relation, and its sort key there.
+std::vector<std::string> RelationTargets(const Relation& relation, const std::string& id,
+                                         const JsonValue& data);
+std::string RelationSortKey(const Relation& relation, const std::string& id,
+                            const JsonValue& data);
 
 // What a relation copies from one related entity (select applied), as JSON.
 void ApplySelection(const Selection& selection, const std::string& id, const JsonValue& data,
@@ -46,6 +59,13 @@ class DocumentBuilder {
   // projections) or the group is empty (bucket projections).
   Status Build(StoreTransaction* txn, size_t projection, const std::vector<std::string>& units,
                std::map<std::string, std::vector<DocumentRow>>* out) const;
+
+  // Incremental buckets: the documents of `group` from the bucket holding
+  // `bound` on (*first_bucket), reading only the members from there on.
+  // Buckets before *first_bucket are unchanged by definition of the bound.
+  Status BuildBucketTail(StoreTransaction* txn, size_t projection, const std::string& group,
+                         const BucketBound& bound, uint64_t* first_bucket,
+                         std::vector<DocumentRow>* rows) const;
 
  private:
   Status BuildEntityDocuments(StoreTransaction* txn, const ProjectionConfig& projection,

@@ -27,6 +27,7 @@ struct SourcePosition {
 struct RawEvent {
   SourcePosition at;
   std::string bytes;
+  int64_t timestamp_ms = 0;  // Kafka message timestamp (Unix ms); 0 if none
 };
 
 struct EntityKey {

@@ -151,53 +151,34 @@ std::string RenderTemplate(const Template& tmpl, const std::string& entity_id,
   return out;
 }
 
-namespace {
-
-int TypeRank(const JsonValue& v) {
-  if (v.IsNumber()) return 0;
-  if (v.IsString()) return 1;
-  if (v.IsBool()) return 2;
-  if (v.IsArray()) return 3;
-  return 4;  // object
-}
-
-int CompareBytes(const char* a, size_t na, const char* b, size_t nb) {
-  int c = std::memcmp(a, b, na < nb ? na : nb);
-  if (c != 0) return c;
-  return na < nb ? -1 : (na > nb ? 1 : 0);
-}
-
-}  // namespace
-
-int CompareForOrder(const JsonValue* a, const JsonValue* b) {
-  bool a_absent = a == nullptr || a->IsNull();
-  bool b_absent = b == nullptr || b->IsNull();
-  if (a_absent || b_absent) return a_absent == b_absent ? 0 : (a_absent ? 1 : -1);
-  int ra = TypeRank(*a), rb = TypeRank(*b);
-  if (ra != rb) return ra < rb ? -1 : 1;
-  switch (ra) {
-    case 0: {
-      if (a->IsInt64() && b->IsInt64()) {
-        int64_t x = a->GetInt64(), y = b->GetInt64();
-        return x < y ? -1 : (x > y ? 1 : 0);
-      }
-      if (a->IsUint64() && b->IsUint64()) {
-        uint64_t x = a->GetUint64(), y = b->GetUint64();
-        return x < y ? -1 : (x > y ? 1 : 0);
-      }
-      double x = a->GetDouble(), y = b->GetDouble();
-      return x < y ? -1 : (x > y ? 1 : 0);
-    }
-    case 1:
-      return CompareBytes(a->GetString(), a->GetStringLength(), b->GetString(),
-                          b->GetStringLength());
-    case 2:
-      return a->GetBool() == b->GetBool() ? 0 : (a->GetBool() ? 1 : -1);
-    default: {
-      std::string x = ToJson(*a), y = ToJson(*b);
-      return CompareBytes(x.data(), x.size(), y.data(), y.size());
-    }
+std::string OrderKey(const JsonValue* value, bool descending) {
+  if (value == nullptr || value->IsNull()) return std::string(1, '\x02');
+  std::string body;
+  if (value->IsNumber()) {
+    body.push_back('\x00');
+    double d = value->GetDouble();
+    if (d == 0) d = 0;  // -0 == 0
+    uint64_t bits;
+    std::memcpy(&bits, &d, sizeof(bits));
+    // Order-preserving: flip the sign bit of positives, every bit of negatives.
+    bits = (bits & (1ull << 63)) ? ~bits : bits | (1ull << 63);
+    for (int shift = 56; shift >= 0; shift -= 8) body.push_back(static_cast<char>(bits >> shift));
+  } else if (value->IsString()) {
+    body.push_back('\x01');
+    body.append(value->GetString(), value->GetStringLength());
+    body.push_back('\x00');  // terminator: "a" < "ab" both ways (strings hold no NUL)
+  } else if (value->IsBool()) {
+    body.push_back('\x02');
+    body.push_back(value->GetBool() ? '\x01' : '\x00');
+  } else if (value->IsArray()) {
+    body.push_back('\x03');
+  } else {
+    body.push_back('\x04');
   }
+  if (descending) {
+    for (char& c : body) c = static_cast<char>(~static_cast<unsigned char>(c));
+  }
+  return std::string(1, '\x01') + body;
 }
 
 }  // namespace denormd

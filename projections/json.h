@@ -47,12 +47,17 @@ const JsonValue* EvalPath(const Path& path, const std::string& entity_id, const 
 std::string RenderTemplate(const Template& tmpl, const std::string& entity_id,
                            const JsonValue& data);
 
-// Total order for order_by: present values before absent (nullptr or JSON
-// null) in either direction; numbers < strings < booleans < arrays < objects;
-// numbers numerically, strings by bytes, others by their JSON text. Returns
-// <0, 0, >0 for ascending order; the caller flips for descending but keeps
-// absent values last.
-int CompareForOrder(const JsonValue* a, const JsonValue* b);
+// The sort key of a value for order_by, as bytes whose plain byte order
+// (memcmp, then length; PostgreSQL's bytea order) is the order_by order:
+// present values before absent ones (nullptr or JSON null) in either
+// direction; numbers < strings < booleans < arrays < objects; numbers by
+// value (as doubles), strings by bytes, false < true, arrays and objects all
+// equal among themselves. `descending` reverses the order of present values
+// and keeps absent ones last. Ties are broken by id, outside the key.
+//
+// The same key is stored in the reference index, so PostgreSQL can order and
+// page children exactly as the engine does (see ProjectionPlan relations).
+std::string OrderKey(const JsonValue* value, bool descending);
 
 }  // namespace denormd
 

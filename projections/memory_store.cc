@@ -26,15 +26,15 @@ class MemoryTransaction : public StoreTransaction {
     for (const EntityWrite& write : writes) {
       const EntityKey& key = write.record.key;
       for (const ReferenceRow& row : state_.references[key]) {
-        auto it = state_.index.find({key.type, row.field, row.target});
+        auto it = state_.index.find({key.type, row.relation, row.target});
         if (it != state_.index.end()) {
-          it->second.erase(key.id);
+          it->second.erase({row.sort, key.id});
           if (it->second.empty()) state_.index.erase(it);
         }
       }
       state_.references[key] = write.references;
       for (const ReferenceRow& row : write.references) {
-        state_.index[{key.type, row.field, row.target}].insert(key.id);
+        state_.index[{key.type, row.relation, row.target}].insert({row.sort, key.id});
       }
       state_.entities[key] = write.record;
     }
@@ -53,6 +53,56 @@ class MemoryTransaction : public StoreTransaction {
     return Referrers(type, field, targets, /*with_data=*/true, out);
   }
 
+  Status CountReferrers(const std::string& type, const std::string& relation,
+                        const std::vector<std::string>& targets,
+                        std::map<std::string, uint64_t>* out) override {
+    std::vector<Referrer> all;
+    DENORMD_RETURN_IF_ERROR(Referrers(type, relation, targets, false, &all));
+    for (const Referrer& r : all) (*out)[r.target]++;
+    return Status::Ok();
+  }
+
+  Status LoadFirstReferrers(const std::string& type, const std::string& relation,
+                            const std::vector<std::string>& targets, uint64_t limit,
+                            std::vector<Referrer>* out) override {
+    std::set<std::string> unique(targets.begin(), targets.end());
+    for (const std::string& target : unique) {
+      std::vector<Referrer> all;
+      DENORMD_RETURN_IF_ERROR(LoadReferrersFrom(type, relation, target, 0, &all));
+      if (all.size() > limit) all.resize(limit);
+      for (Referrer& r : all) out->push_back(std::move(r));
+    }
+    return Status::Ok();
+  }
+
+  Status CountReferrersBefore(const std::string& type, const std::string& relation,
+                              const std::string& target, const std::string& sort,
+                              const std::string& id, uint64_t* out) override {
+    *out = 0;
+    auto it = state_.index.find({type, relation, target});
+    if (it == state_.index.end()) return Status::Ok();
+    for (const auto& entry : it->second) {
+      if (entry >= std::make_pair(sort, id)) break;
+      if (!state_.entities.at({type, entry.second}).deleted) ++*out;
+    }
+    return Status::Ok();
+  }
+
+  Status LoadReferrersFrom(const std::string& type, const std::string& relation,
+                           const std::string& target, uint64_t offset,
+                           std::vector<Referrer>* out) override {
+    auto it = state_.index.find({type, relation, target});
+    if (it == state_.index.end()) return Status::Ok();
+    uint64_t rank = 0;
+    for (const auto& entry : it->second) {
+      const EntityRecord& record = state_.entities.at({type, entry.second});
+      if (record.deleted) continue;
+      if (rank++ < offset) continue;
+      out->push_back({target, entry.first, record});
+    }
+    return Status::Ok();
+  }
+
   Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
                        std::vector<std::string>* out) override {
     for (auto it = state_.entities.upper_bound({type, after});
@@ -62,12 +112,12 @@ class MemoryTransaction : public StoreTransaction {
     return Status::Ok();
   }
 
-  Status ListReferenceTargets(const std::string& type, const std::string& field,
+  Status ListReferenceTargets(const std::string& type, const std::string& relation,
                               const std::string& after, size_t limit,
                               std::vector<std::string>* out) override {
-    for (auto it = state_.index.upper_bound({type, field, after});
+    for (auto it = state_.index.upper_bound({type, relation, after});
          it != state_.index.end() && std::get<0>(it->first) == type &&
-         std::get<1>(it->first) == field && out->size() < limit;
+         std::get<1>(it->first) == relation && out->size() < limit;
          ++it) {
       out->push_back(std::get<2>(it->first));
     }
@@ -98,6 +148,22 @@ class MemoryTransaction : public StoreTransaction {
       if (it != docs.end() && it->second.projection == projection) {
         docs.erase(it);
         ++*deleted;
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status DeleteDocumentsExcept(const std::string& collection, const std::string& projection,
+                               const std::string& pk, const std::vector<std::string>& keep,
+                               uint64_t* deleted) override {
+    std::set<std::string> kept(keep.begin(), keep.end());
+    auto& docs = state_.collections[collection];
+    for (auto it = docs.begin(); it != docs.end();) {
+      if (it->second.projection == projection && it->second.pk == pk && !kept.count(it->first)) {
+        it = docs.erase(it);
+        ++*deleted;
+      } else {
+        ++it;
       }
     }
     return Status::Ok();
@@ -204,10 +270,10 @@ class MemoryTransaction : public StoreTransaction {
     for (const std::string& target : unique) {
       auto it = state_.index.find({type, field, target});
       if (it == state_.index.end()) continue;
-      for (const std::string& id : it->second) {
-        const EntityRecord& record = state_.entities.at({type, id});
+      for (const auto& entry : it->second) {
+        const EntityRecord& record = state_.entities.at({type, entry.second});
         if (record.deleted) continue;
-        Referrer referrer{target, record};
+        Referrer referrer{target, entry.first, record};
         if (!with_data) referrer.entity.data = nullptr;
         out->push_back(std::move(referrer));
       }

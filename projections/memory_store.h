@@ -25,8 +25,10 @@ struct MemoryState {
   };
   std::map<EntityKey, EntityRecord> entities;
   std::map<EntityKey, std::vector<ReferenceRow>> references;
-  // (type, field, target) -> ids
-  std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>> index;
+  // (type, relation, target) -> (sort, id), in referrer order
+  std::map<std::tuple<std::string, std::string, std::string>,
+           std::set<std::pair<std::string, std::string>>>
+      index;
   std::map<std::string, std::map<std::string, Document>> collections;  // collection -> id -> doc
   std::map<std::pair<std::string, int32_t>, StoredPosition> positions;
   std::vector<DeadLetter> dead_letters;

@@ -7,7 +7,7 @@ ProjectionPlan::ProjectionPlan(const Config& config) : config_(config) {
     const ProjectionConfig& projection = config.projections[p];
     if (projection.kind == ProjectionConfig::Kind::kBuckets) {
       types_[projection.buckets].bucket_projections.push_back(p);
-      AddReferenceField(projection.buckets, &projection.by);
+      AddRelation(projection.buckets, &projection.by, &projection.order_by, true);
       continue;
     }
     types_[projection.from].own_projections.push_back(p);
@@ -16,14 +16,17 @@ ProjectionPlan::ProjectionPlan(const Config& config) : config_(config) {
       switch (expression.kind) {
         case Expression::Kind::kCount:
         case Expression::Kind::kIds:
+          types_[expression.entity].as_child.push_back({p, &expression});
+          AddRelation(expression.entity, &expression.via, nullptr, false);
+          break;
         case Expression::Kind::kEmbed:
           types_[expression.entity].as_child.push_back({p, &expression});
-          AddReferenceField(expression.entity, &expression.via);
+          AddRelation(expression.entity, &expression.via, &expression.order_by, false);
           break;
         case Expression::Kind::kLookup:
           types_[expression.entity].as_lookup_target.push_back({p, &expression});
           types_[projection.from].lookups.push_back({p, &expression});
-          AddReferenceField(projection.from, &expression.by);
+          AddRelation(projection.from, &expression.by, nullptr, false);
           break;
         default:
           break;
@@ -32,12 +35,24 @@ ProjectionPlan::ProjectionPlan(const Config& config) : config_(config) {
   }
 }
 
-void ProjectionPlan::AddReferenceField(const std::string& type, const Path* path) {
-  std::vector<const Path*>& fields = types_[type].reference_fields;
-  for (const Path* existing : fields) {
-    if (existing->text == path->text) return;
+std::string RelationName(const Path& path, const OrderBy* order, bool strings_only) {
+  std::string name = path.text;
+  if (order != nullptr && order->present) {
+    name += std::string(" order ") + (order->descending ? "-" : "") + order->path.text;
   }
-  fields.push_back(path);
+  if (strings_only) name += " group";
+  return name;
+}
+
+void ProjectionPlan::AddRelation(const std::string& type, const Path* path, const OrderBy* order,
+                                 bool strings_only) {
+  Relation relation{RelationName(*path, order, strings_only), path,
+                    order != nullptr && order->present ? order : nullptr, strings_only};
+  std::vector<Relation>& relations = types_[type].relations;
+  for (const Relation& existing : relations) {
+    if (existing.name == relation.name) return;
+  }
+  relations.push_back(relation);
 }
 
 const EntityTypePlan& ProjectionPlan::ForType(const std::string& type) const {

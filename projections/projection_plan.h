@@ -24,6 +24,21 @@ struct RelationUse {
   const Expression* expression = nullptr;
 };
 
+// A relation in the reference index: which ids an entity names in `path`
+// (the string, or the array's strings; only a string when `strings_only`),
+// each row carrying the entity's sort key for `order` (OrderKey; empty when
+// there is no order, i.e. ordered by id). Its rows are stored under `name`,
+// so PostgreSQL can count, order and page an entity's children by index.
+struct Relation {
+  std::string name;
+  const Path* path = nullptr;
+  const OrderBy* order = nullptr;  // null or !present: by id
+  bool strings_only = false;       // buckets: only string values group
+};
+
+// The relation name for a path, an optional order and the grouping flag.
+std::string RelationName(const Path& path, const OrderBy* order, bool strings_only);
+
 struct EntityTypePlan {
   // Entity projections `from` this type: the entity's own documents.
   std::vector<size_t> own_projections;
@@ -38,9 +53,9 @@ struct EntityTypePlan {
   std::vector<RelationUse> lookups;
   // bucket projections grouping this type.
   std::vector<size_t> bucket_projections;
-  // Paths whose values the reference index stores for entities of this type,
-  // unique by text.
-  std::vector<const Path*> reference_fields;
+  // The relations whose rows the reference index stores for entities of this
+  // type, unique by name.
+  std::vector<Relation> relations;
 };
 
 class ProjectionPlan {
@@ -52,7 +67,8 @@ class ProjectionPlan {
   const EntityTypePlan& ForType(const std::string& type) const;
 
  private:
-  void AddReferenceField(const std::string& type, const Path* path);
+  void AddRelation(const std::string& type, const Path* path, const OrderBy* order,
+                   bool strings_only);
 
   const Config& config_;
   std::map<std::string, EntityTypePlan> types_;

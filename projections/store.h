@@ -38,11 +38,13 @@ struct EntityRecord {
   JsonPtr data;  // null when deleted
 };
 
-// One row of the reference index: entity `id` of `type` names `target` in its
-// reference field `field` (a path's text), as the string or an array element.
+// One row of the reference index: entity `id` of `type` names `target` in
+// relation `relation` (see Relation in projection_plan.h), with its sort key
+// for that relation's order (empty: by id).
 struct ReferenceRow {
-  std::string field;
+  std::string relation;
   std::string target;
+  std::string sort;
 };
 
 struct EntityWrite {
@@ -53,6 +55,7 @@ struct EntityWrite {
 // A referring entity found through the index: `target` is the id it names.
 struct Referrer {
   std::string target;
+  std::string sort;     // the relation's sort key; referrers order by (sort, id)
   EntityRecord entity;  // entity.data is null when loaded by FindReferrers
 };
 
@@ -111,21 +114,37 @@ class StoreTransaction {
   // Writes entity records with their reference rows.
   virtual Status WriteEntities(const std::vector<EntityWrite>& writes) = 0;
 
-  // Live entities of `type` whose reference `field` names any of `targets`.
-  // FindReferrers returns keys only; LoadReferrers data too.
-  virtual Status FindReferrers(const std::string& type, const std::string& field,
+  // Live entities of `type` that name any of `targets` in `relation`.
+  // FindReferrers returns keys only; LoadReferrers data too. Any order.
+  virtual Status FindReferrers(const std::string& type, const std::string& relation,
                                const std::vector<std::string>& targets,
                                std::vector<Referrer>* out) = 0;
-  virtual Status LoadReferrers(const std::string& type, const std::string& field,
+  virtual Status LoadReferrers(const std::string& type, const std::string& relation,
                                const std::vector<std::string>& targets,
                                std::vector<Referrer>* out) = 0;
+  // How many entities name each target (targets with none are left out).
+  virtual Status CountReferrers(const std::string& type, const std::string& relation,
+                                const std::vector<std::string>& targets,
+                                std::map<std::string, uint64_t>* out) = 0;
+  // The first `limit` referrers of each target in (sort, id) order, with data.
+  virtual Status LoadFirstReferrers(const std::string& type, const std::string& relation,
+                                    const std::vector<std::string>& targets, uint64_t limit,
+                                    std::vector<Referrer>* out) = 0;
+  // How many referrers of `target` order before (sort, id).
+  virtual Status CountReferrersBefore(const std::string& type, const std::string& relation,
+                                      const std::string& target, const std::string& sort,
+                                      const std::string& id, uint64_t* out) = 0;
+  // The referrers of `target` in (sort, id) order, skipping the first `offset`.
+  virtual Status LoadReferrersFrom(const std::string& type, const std::string& relation,
+                                   const std::string& target, uint64_t offset,
+                                   std::vector<Referrer>* out) = 0;
 
   // Live entity ids of `type` greater than `after`, ascending, at most `limit`.
   virtual Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
                                std::vector<std::string>* out) = 0;
-  // Distinct targets named in `field` by live entities of `type`, greater than
-  // `after`, ascending, at most `limit`.
-  virtual Status ListReferenceTargets(const std::string& type, const std::string& field,
+  // Distinct targets named in `relation` by live entities of `type`, greater
+  // than `after`, ascending, at most `limit`.
+  virtual Status ListReferenceTargets(const std::string& type, const std::string& relation,
                                       const std::string& after, size_t limit,
                                       std::vector<std::string>* out) = 0;
 
@@ -135,6 +154,10 @@ class StoreTransaction {
                                  const std::vector<DocumentRow>& rows, uint64_t* written) = 0;
   virtual Status DeleteDocuments(const std::string& collection, const std::string& projection,
                                  const std::vector<std::string>& ids, uint64_t* deleted) = 0;
+  // Deletes the documents of `projection` whose pk is `pk`, except `keep`.
+  virtual Status DeleteDocumentsExcept(const std::string& collection, const std::string& projection,
+                                       const std::string& pk, const std::vector<std::string>& keep,
+                                       uint64_t* deleted) = 0;
   // Stored documents of `projection` with the given ids.
   virtual Status LoadDocuments(const std::string& collection, const std::string& projection,
                                const std::vector<std::string>& ids,
