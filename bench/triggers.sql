@@ -114,23 +114,35 @@ END $$;
 -- The ids a reference field names (via / by): a string, or the distinct
 -- strings of an array; anything else names nothing.
 CREATE FUNCTION reference_targets(v jsonb) RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT CASE jsonb_typeof(v)
-           WHEN 'string' THEN ARRAY[v #>> '{}']
-           WHEN 'array' THEN ARRAY(SELECT DISTINCT e #>> '{}' FROM jsonb_array_elements(v) e
-                                   WHERE jsonb_typeof(e) = 'string')
-           ELSE '{}'::text[]
-         END
-$$;
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+  CASE jsonb_typeof(v)
+    WHEN 'string' THEN
+      RETURN ARRAY[v #>> '{}'];
+    WHEN 'array' THEN
+      RETURN ARRAY(SELECT DISTINCT e #>> '{}' FROM jsonb_array_elements(v) e
+                   WHERE jsonb_typeof(e) = 'string');
+    ELSE
+      RETURN '{}';
+  END CASE;
+END $$;
 
--- Ids in exactly one of a and b: the parents whose count/ids change when a
--- child's references move from a to b.
+-- Ids in exactly one of a and b (each without duplicates): the parents whose
+-- count/ids change when a child's references move from a to b.
 CREATE FUNCTION symmetric_difference(a text[], b text[]) RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT ARRAY(SELECT x FROM unnest(a) x WHERE NOT x = ANY(b)
-               UNION
-               SELECT x FROM unnest(b) x WHERE NOT x = ANY(a))
-$$;
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+  result text[] := '{}';
+  x text;
+BEGIN
+  FOREACH x IN ARRAY a LOOP
+    IF NOT x = ANY (b) THEN result := result || x; END IF;
+  END LOOP;
+  FOREACH x IN ARRAY b LOOP
+    IF NOT x = ANY (a) THEN result := result || x; END IF;
+  END LOOP;
+  RETURN result;
+END $$;
 
 -- Sort keys for order_by on a JSON value, as denormd orders: numbers
 -- numerically, then strings by bytes, then booleans, arrays, objects; absent
@@ -579,13 +591,19 @@ BEGIN
 END $$;
 
 -- The entry points pin search_path to the schema (the functions above refer
--- to the tables unqualified), and make PL/pgSQL use generic plans: left to
--- itself, the plan cache keeps choosing custom plans for the id-array
--- queries, i.e. plans every statement of every trigger again (measured: about
--- 40% of the time of a mixed workload).
+-- to the tables unqualified) and set two planner options for the statements
+-- they run (trigger statements included), all of which are id lookups:
+-- - plan_cache_mode: left to itself, the plan cache keeps choosing custom
+--   plans for the id-array queries, i.e. plans every statement of every
+--   trigger again (about 40% of the time of a mixed workload);
+-- - enable_seqscan off: while a table is small (a load from empty) the
+--   planner prefers scanning it to the GIN index, underrating the cost of
+--   @> per row, and the cached generic plan keeps the scan as the table grows
+--   until the next ANALYZE.
 CREATE FUNCTION apply_event(e jsonb) RETURNS text LANGUAGE plpgsql
 SET search_path = :"schema"
-SET plan_cache_mode = force_generic_plan AS $$
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off AS $$
 BEGIN
   RETURN apply_one_event(e);
 END $$;
@@ -594,7 +612,8 @@ END $$;
 -- "transactions of 1,000 events" baseline). Returns {"applied", "stale", "invalid"}.
 CREATE FUNCTION apply_events(events jsonb) RETURNS jsonb LANGUAGE plpgsql
 SET search_path = :"schema"
-SET plan_cache_mode = force_generic_plan AS $$
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off AS $$
 DECLARE
   e jsonb;
   applied bigint := 0;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <functional>
 #include <set>
+#include <tuple>
 
 #include <pqxx/pqxx>
 #include <rapidjson/stringbuffer.h>
@@ -206,15 +207,43 @@ class PostgresTransaction : public StoreTransaction {
           " on conflict (type, id) do update set version = excluded.version,"
           " deleted = excluded.deleted, data = excluded.data, updated_at = now()",
           std::string(entities.GetString(), entities.GetSize()));
-      work_.exec_params("delete from " + schema_ +
-                            ".refs r using unnest($1::text[], $2::text[]) k(type, id)"
-                            " where r.type = k.type and r.id = k.id",
-                        PgTextArray(types), PgTextArray(ids));
+      // Replace the entities' index rows, and keep ref_counts (children per
+      // target) equal to the rows: +1 per row inserted, -1 per row deleted.
+      std::map<std::tuple<std::string, std::string, std::string>, int64_t> delta;
+      for (const auto& row : work_.exec_params(
+               "delete from " + schema_ +
+                   ".refs r using unnest($1::text[], $2::text[]) k(type, id)"
+                   " where r.type = k.type and r.id = k.id returning r.type, r.field, r.target",
+               PgTextArray(types), PgTextArray(ids))) {
+        delta[{row[0].c_str(), row[1].c_str(), row[2].c_str()}]--;
+      }
+      for (const auto& row : work_.exec_params(
+               "insert into " + schema_ + ".refs (type, field, target, id, sort)"
+               " select x->>0, x->>1, x->>2, x->>3, decode(x->>4, 'hex')"
+               " from jsonb_array_elements($1::jsonb) x on conflict do nothing"
+               " returning type, field, target",
+               std::string(references.GetString(), references.GetSize()))) {
+        delta[{row[0].c_str(), row[1].c_str(), row[2].c_str()}]++;
+      }
+      rapidjson::StringBuffer counts;
+      JsonWriter c(counts);
+      c.StartArray();
+      for (const auto& entry : delta) {  // sorted: concurrent updates cannot deadlock
+        if (entry.second == 0) continue;
+        c.StartArray();
+        WriteString(c, std::get<0>(entry.first));
+        WriteString(c, std::get<1>(entry.first));
+        WriteString(c, std::get<2>(entry.first));
+        c.Int64(entry.second);
+        c.EndArray();
+      }
+      c.EndArray();
       work_.exec_params(
-          "insert into " + schema_ + ".refs (type, field, target, id, sort)"
-          " select x->>0, x->>1, x->>2, x->>3, decode(x->>4, 'hex')"
-          " from jsonb_array_elements($1::jsonb) x on conflict do nothing",
-          std::string(references.GetString(), references.GetSize()));
+          "insert into " + schema_ + ".ref_counts as c (type, field, target, count)"
+          " select x->>0, x->>1, x->>2, (x->>3)::bigint from jsonb_array_elements($1::jsonb) x"
+          " order by 1, 2, 3"
+          " on conflict (type, field, target) do update set count = c.count + excluded.count",
+          std::string(counts.GetString(), counts.GetSize()));
     });
   }
 
@@ -258,9 +287,9 @@ class PostgresTransaction : public StoreTransaction {
     if (targets.empty()) return Status::Ok();
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
-      rows = work_.exec_params("select target, count(*) from " + schema_ +
-                                   ".refs where type = $1 and field = $2 and"
-                                   " target = any($3::text[]) group by target",
+      rows = work_.exec_params("select target, count from " + schema_ +
+                                   ".ref_counts where type = $1 and field = $2 and"
+                                   " target = any($3::text[]) and count > 0",
                                type, relation, PgTextArray(targets));
     }));
     for (const auto& row : rows) (*out)[row[0].c_str()] = row[1].as<uint64_t>();
@@ -284,30 +313,49 @@ class PostgresTransaction : public StoreTransaction {
         type, out, relation, PgTextArray(targets), static_cast<int64_t>(limit));
   }
 
-  Status CountReferrersBefore(const std::string& type, const std::string& relation,
-                              const std::string& target, const std::string& sort,
-                              const std::string& id, uint64_t* out) override {
-    return Guard("counting referrers", [&] {
-      *out = work_
-                 .exec_params1("select count(*) from " + schema_ +
-                                   ".refs where type = $1 and field = $2 and target = $3"
-                                   " and (sort, id) < (decode($4, 'hex'), $5 collate \"C\")",
-                               type, relation, target, HexEncode(sort), id)[0]
-                 .as<uint64_t>();
-    });
+  Status CountReferrersBefore(
+      const std::string& type, const std::string& relation,
+      const std::map<std::string, std::pair<std::string, std::string>>& bounds,
+      std::map<std::string, uint64_t>* out) override {
+    if (bounds.empty()) return Status::Ok();
+    std::vector<std::string> targets, sorts, ids;
+    for (const auto& bound : bounds) {
+      targets.push_back(bound.first);
+      sorts.push_back(HexEncode(bound.second.first));
+      ids.push_back(bound.second.second);
+    }
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
+      rows = work_.exec_params(
+          "select b.target, (select count(*) from " + schema_ +
+              ".refs r where r.type = $1 and r.field = $2 and r.target = b.target"
+              " and (r.sort, r.id) < (decode(b.sort, 'hex'), b.id collate \"C\"))"
+              " from unnest($3::text[], $4::text[], $5::text[]) b(target, sort, id)",
+          type, relation, PgTextArray(targets), PgTextArray(sorts), PgTextArray(ids));
+    }));
+    for (const auto& row : rows) (*out)[row[0].c_str()] = row[1].as<uint64_t>();
+    return Status::Ok();
   }
 
   Status LoadReferrersFrom(const std::string& type, const std::string& relation,
-                           const std::string& target, uint64_t offset,
+                           const std::map<std::string, uint64_t>& offsets,
                            std::vector<Referrer>* out) override {
+    if (offsets.empty()) return Status::Ok();
+    std::vector<std::string> targets, skips;
+    for (const auto& offset : offsets) {
+      targets.push_back(offset.first);
+      skips.push_back(std::to_string(offset.second));
+    }
     return LoadReferrerRows(
         "loading referrers",
-        "select r.target, encode(r.sort, 'hex'), e.id, e.version::text, e.data::text from " +
-            schema_ + ".refs r join " + schema_ +
-            ".entities e on e.type = r.type and e.id = r.id"
-            " where r.type = $1 and r.field = $2 and r.target = $3"
-            " order by r.sort, r.id offset $4",
-        type, out, relation, target, static_cast<int64_t>(offset));
+        "select t.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text"
+        " from unnest($3::text[], $4::bigint[]) t(target, skip) cross join lateral"
+        " (select r.sort, r.id from " +
+            schema_ +
+            ".refs r where r.type = $1 and r.field = $2 and r.target = t.target"
+            " order by r.sort, r.id offset t.skip) x join " +
+            schema_ + ".entities e on e.type = $1 and e.id = x.id",
+        type, out, relation, PgTextArray(targets), PgTextArray(skips));
   }
 
   Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
@@ -380,13 +428,15 @@ class PostgresTransaction : public StoreTransaction {
   }
 
   Status DeleteDocumentsExcept(const std::string& collection, const std::string& projection,
-                               const std::string& pk, const std::vector<std::string>& keep,
+                               const std::vector<std::string>& pks,
+                               const std::vector<std::string>& keep,
                                uint64_t* deleted) override {
     const std::string table = schema_ + "." + work_.quote_name(collection);
     return Guard("deleting documents of " + projection, [&] {
       pqxx::result result = work_.exec_params(
-          "delete from " + table + " where projection = $1 and pk = $2 and id <> all($3::text[])",
-          projection, pk, PgTextArray(keep));
+          "delete from " + table +
+              " where projection = $1 and pk = any($2::text[]) and id <> all($3::text[])",
+          projection, PgTextArray(pks), PgTextArray(keep));
       *deleted += result.affected_rows();
     });
   }
@@ -661,7 +711,7 @@ Status PostgresStore::Open() {
     pqxx::nontransaction work(connection_->pq);
     const std::string s = work.quote_name(config_.store.schema) + ".";
     std::vector<std::string> relations;
-    for (const char* table : {"entities", "refs", "refs_by_entity", "positions", "locks",
+    for (const char* table : {"entities", "refs", "refs_by_entity", "ref_counts", "positions", "locks",
                               "writers", "dead_letters"}) {
       relations.push_back(s + table);
     }
@@ -692,6 +742,10 @@ Status PostgresStore::Open() {
               " target text collate \"C\" not null, sort bytea not null default '',"
               " id text collate \"C\" not null, primary key (type, field, target, sort, id))");
     work.exec("create index if not exists refs_by_entity on " + s + ".refs (type, id)");
+    work.exec("create table if not exists " + s +
+              ".ref_counts (type text collate \"C\" not null, field text collate \"C\" not null,"
+              " target text collate \"C\" not null, count bigint not null,"
+              " primary key (type, field, target))");
     work.exec("create table if not exists " + s +
               ".positions (source text not null, partition integer not null,"
               " position bigint not null, applied bigint not null default 0,"

@@ -375,19 +375,27 @@ Status BatchApplier::RecomputeUnits(StoreTransaction* txn, const UnitSet& units,
     const ProjectionConfig& projection = config.projections[entry.first];
     bool buckets = projection.kind == ProjectionConfig::Kind::kBuckets;
     std::vector<std::string> all;
+    std::map<std::string, BucketBound> tails;  // bucket groups with a bound
     const std::map<std::string, BucketBound>* group_bounds = nullptr;
     if (buckets && bounds != nullptr) {
       auto found = bounds->find(entry.first);
       if (found != bounds->end()) group_bounds = &found->second;
     }
     for (const std::string& unit : entry.second) {
-      auto bound = group_bounds ? group_bounds->find(unit) : std::map<std::string, BucketBound>::const_iterator();
+      auto bound = group_bounds ? group_bounds->find(unit)
+                                : std::map<std::string, BucketBound>::const_iterator();
       if (group_bounds && bound != group_bounds->end()) {
-        DENORMD_RETURN_IF_ERROR(
-            RecomputeBucketTail(txn, entry.first, unit, bound->second, stats));
+        tails.insert(*bound);
+        if (tails.size() >= kUnitsPerChunk) {
+          DENORMD_RETURN_IF_ERROR(RecomputeBucketTails(txn, entry.first, tails, stats));
+          tails.clear();
+        }
       } else {
         all.push_back(unit);
       }
+    }
+    if (!tails.empty()) {
+      DENORMD_RETURN_IF_ERROR(RecomputeBucketTails(txn, entry.first, tails, stats));
     }
     for (size_t start = 0; start < all.size(); start += kUnitsPerChunk) {
       std::vector<std::string> chunk(all.begin() + start,
@@ -429,24 +437,33 @@ Status BatchApplier::RecomputeUnits(StoreTransaction* txn, const UnitSet& units,
   return Status::Ok();
 }
 
-Status BatchApplier::RecomputeBucketTail(StoreTransaction* txn, size_t p,
-                                         const std::string& group, const BucketBound& bound,
-                                         BatchStats* stats) const {
+Status BatchApplier::RecomputeBucketTails(StoreTransaction* txn, size_t p,
+                                          const std::map<std::string, BucketBound>& bounds,
+                                          BatchStats* stats) const {
   const ProjectionConfig& projection = plan_.config().projections[p];
-  uint64_t first = 0;
+  std::map<std::string, uint64_t> first;
+  std::map<std::string, std::vector<DocumentRow>> built;
+  DENORMD_RETURN_IF_ERROR(builder_.BuildBucketTails(txn, p, bounds, &first, &built));
+  stats->units_recomputed += bounds.size();
+  std::vector<std::string> groups, keep;
   std::vector<DocumentRow> rows;
-  DENORMD_RETURN_IF_ERROR(builder_.BuildBucketTail(txn, p, group, bound, &first, &rows));
-  stats->units_recomputed++;
-  std::vector<std::string> keep;
-  for (uint64_t n = 0; n < first; ++n) keep.push_back(group + ":" + std::to_string(n));
-  for (const DocumentRow& row : rows) keep.push_back(row.id);
+  for (auto& entry : built) {
+    groups.push_back(entry.first);
+    for (uint64_t n = 0; n < first[entry.first]; ++n) {
+      keep.push_back(entry.first + ":" + std::to_string(n));
+    }
+    for (DocumentRow& row : entry.second) {
+      keep.push_back(row.id);
+      rows.push_back(std::move(row));
+    }
+  }
   uint64_t written = 0, deleted = 0;
   if (!rows.empty()) {
     DENORMD_RETURN_IF_ERROR(
         txn->UpsertDocuments(projection.collection, projection.name, rows, &written));
   }
   DENORMD_RETURN_IF_ERROR(txn->DeleteDocumentsExcept(projection.collection, projection.name,
-                                                     group, keep, &deleted));
+                                                     groups, keep, &deleted));
   stats->documents_written += written;
   stats->documents_deleted += deleted;
   return Status::Ok();

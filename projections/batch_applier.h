@@ -90,8 +90,9 @@ class BatchApplier {
   Status ApplyInTransaction(StoreTransaction* txn, const DecodedBatch& batch, bool exclusive,
                             BatchStats* stats) const;
 
-  Status RecomputeBucketTail(StoreTransaction* txn, size_t projection, const std::string& group,
-                             const BucketBound& bound, BatchStats* stats) const;
+  Status RecomputeBucketTails(StoreTransaction* txn, size_t projection,
+                              const std::map<std::string, BucketBound>& bounds,
+                              BatchStats* stats) const;
 
   const ProjectionPlan& plan_;
   DocumentBuilder builder_;

@@ -414,23 +414,32 @@ Status DocumentBuilder::BuildBucketDocuments(
   return Status::Ok();
 }
 
-Status DocumentBuilder::BuildBucketTail(StoreTransaction* txn, size_t projection_index,
-                                        const std::string& group, const BucketBound& bound,
-                                        uint64_t* first_bucket,
-                                        std::vector<DocumentRow>* rows) const {
+Status DocumentBuilder::BuildBucketTails(
+    StoreTransaction* txn, size_t projection_index,
+    const std::map<std::string, BucketBound>& bounds, std::map<std::string, uint64_t>* first_bucket,
+    std::map<std::string, std::vector<DocumentRow>>* rows) const {
   const ProjectionConfig& projection = plan_.config().projections[projection_index];
   const std::string relation = BucketRelation(projection);
-  uint64_t before = 0;
-  DENORMD_RETURN_IF_ERROR(txn->CountReferrersBefore(projection.buckets, relation, group,
-                                                    bound.sort, bound.id, &before));
-  *first_bucket = before / projection.size;
+  std::map<std::string, std::pair<std::string, std::string>> keys;
+  for (const auto& bound : bounds) keys[bound.first] = {bound.second.sort, bound.second.id};
+  std::map<std::string, uint64_t> before;
+  DENORMD_RETURN_IF_ERROR(txn->CountReferrersBefore(projection.buckets, relation, keys, &before));
+  std::map<std::string, uint64_t> offsets;
+  for (const auto& bound : bounds) {
+    uint64_t first = before[bound.first] / projection.size;
+    (*first_bucket)[bound.first] = first;
+    offsets[bound.first] = first * projection.size;
+  }
   std::vector<Referrer> members;
-  DENORMD_RETURN_IF_ERROR(txn->LoadReferrersFrom(projection.buckets, relation, group,
-                                                 *first_bucket * projection.size, &members));
-  std::vector<const Referrer*> ordered;
-  for (const Referrer& member : members) ordered.push_back(&member);
-  SortReferrers(&ordered);
-  AppendBuckets(projection, group, *first_bucket, ordered, rows);
+  DENORMD_RETURN_IF_ERROR(txn->LoadReferrersFrom(projection.buckets, relation, offsets, &members));
+  std::map<std::string, std::vector<const Referrer*>> by_group;
+  for (const Referrer& member : members) by_group[member.target].push_back(&member);
+  for (const auto& bound : bounds) {
+    std::vector<const Referrer*>& ordered = by_group[bound.first];
+    SortReferrers(&ordered);
+    AppendBuckets(projection, bound.first, (*first_bucket)[bound.first], ordered,
+                  &(*rows)[bound.first]);
+  }
   return Status::Ok();
 }
 

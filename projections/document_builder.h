@@ -60,12 +60,13 @@ class DocumentBuilder {
   Status Build(StoreTransaction* txn, size_t projection, const std::vector<std::string>& units,
                std::map<std::string, std::vector<DocumentRow>>* out) const;
 
-  // Incremental buckets: the documents of `group` from the bucket holding
-  // `bound` on (*first_bucket), reading only the members from there on.
-  // Buckets before *first_bucket are unchanged by definition of the bound.
-  Status BuildBucketTail(StoreTransaction* txn, size_t projection, const std::string& group,
-                         const BucketBound& bound, uint64_t* first_bucket,
-                         std::vector<DocumentRow>* rows) const;
+  // Incremental buckets: for each group, its documents from the bucket
+  // holding its bound on ((*first_bucket)[group]), reading only the members
+  // from there on. Earlier buckets are unchanged by definition of the bound.
+  Status BuildBucketTails(StoreTransaction* txn, size_t projection,
+                          const std::map<std::string, BucketBound>& bounds,
+                          std::map<std::string, uint64_t>* first_bucket,
+                          std::map<std::string, std::vector<DocumentRow>>* rows) const;
 
  private:
   Status BuildEntityDocuments(StoreTransaction* txn, const ProjectionConfig& projection,

@@ -68,37 +68,43 @@ class MemoryTransaction : public StoreTransaction {
     std::set<std::string> unique(targets.begin(), targets.end());
     for (const std::string& target : unique) {
       std::vector<Referrer> all;
-      DENORMD_RETURN_IF_ERROR(LoadReferrersFrom(type, relation, target, 0, &all));
+      DENORMD_RETURN_IF_ERROR(LoadReferrersFrom(type, relation, {{target, 0}}, &all));
       if (all.size() > limit) all.resize(limit);
       for (Referrer& r : all) out->push_back(std::move(r));
     }
     return Status::Ok();
   }
 
-  Status CountReferrersBefore(const std::string& type, const std::string& relation,
-                              const std::string& target, const std::string& sort,
-                              const std::string& id, uint64_t* out) override {
-    *out = 0;
-    auto it = state_.index.find({type, relation, target});
-    if (it == state_.index.end()) return Status::Ok();
-    for (const auto& entry : it->second) {
-      if (entry >= std::make_pair(sort, id)) break;
-      if (!state_.entities.at({type, entry.second}).deleted) ++*out;
+  Status CountReferrersBefore(
+      const std::string& type, const std::string& relation,
+      const std::map<std::string, std::pair<std::string, std::string>>& bounds,
+      std::map<std::string, uint64_t>* out) override {
+    for (const auto& bound : bounds) {
+      uint64_t& count = (*out)[bound.first];
+      count = 0;
+      auto it = state_.index.find({type, relation, bound.first});
+      if (it == state_.index.end()) continue;
+      for (const auto& entry : it->second) {
+        if (entry >= bound.second) break;
+        if (!state_.entities.at({type, entry.second}).deleted) ++count;
+      }
     }
     return Status::Ok();
   }
 
   Status LoadReferrersFrom(const std::string& type, const std::string& relation,
-                           const std::string& target, uint64_t offset,
+                           const std::map<std::string, uint64_t>& offsets,
                            std::vector<Referrer>* out) override {
-    auto it = state_.index.find({type, relation, target});
-    if (it == state_.index.end()) return Status::Ok();
-    uint64_t rank = 0;
-    for (const auto& entry : it->second) {
-      const EntityRecord& record = state_.entities.at({type, entry.second});
-      if (record.deleted) continue;
-      if (rank++ < offset) continue;
-      out->push_back({target, entry.first, record});
+    for (const auto& offset : offsets) {
+      auto it = state_.index.find({type, relation, offset.first});
+      if (it == state_.index.end()) continue;
+      uint64_t rank = 0;
+      for (const auto& entry : it->second) {
+        const EntityRecord& record = state_.entities.at({type, entry.second});
+        if (record.deleted) continue;
+        if (rank++ < offset.second) continue;
+        out->push_back({offset.first, entry.first, record});
+      }
     }
     return Status::Ok();
   }
@@ -154,12 +160,15 @@ class MemoryTransaction : public StoreTransaction {
   }
 
   Status DeleteDocumentsExcept(const std::string& collection, const std::string& projection,
-                               const std::string& pk, const std::vector<std::string>& keep,
+                               const std::vector<std::string>& pks,
+                               const std::vector<std::string>& keep,
                                uint64_t* deleted) override {
     std::set<std::string> kept(keep.begin(), keep.end());
+    std::set<std::string> groups(pks.begin(), pks.end());
     auto& docs = state_.collections[collection];
     for (auto it = docs.begin(); it != docs.end();) {
-      if (it->second.projection == projection && it->second.pk == pk && !kept.count(it->first)) {
+      if (it->second.projection == projection && it->second.pk &&
+          groups.count(*it->second.pk) && !kept.count(it->first)) {
         it = docs.erase(it);
         ++*deleted;
       } else {

@@ -130,13 +130,15 @@ class StoreTransaction {
   virtual Status LoadFirstReferrers(const std::string& type, const std::string& relation,
                                     const std::vector<std::string>& targets, uint64_t limit,
                                     std::vector<Referrer>* out) = 0;
-  // How many referrers of `target` order before (sort, id).
-  virtual Status CountReferrersBefore(const std::string& type, const std::string& relation,
-                                      const std::string& target, const std::string& sort,
-                                      const std::string& id, uint64_t* out) = 0;
-  // The referrers of `target` in (sort, id) order, skipping the first `offset`.
+  // For each target, how many of its referrers order before its (sort, id).
+  virtual Status CountReferrersBefore(
+      const std::string& type, const std::string& relation,
+      const std::map<std::string, std::pair<std::string, std::string>>& bounds,
+      std::map<std::string, uint64_t>* out) = 0;
+  // For each target, its referrers in (sort, id) order, skipping the first
+  // `offset` of them; with data.
   virtual Status LoadReferrersFrom(const std::string& type, const std::string& relation,
-                                   const std::string& target, uint64_t offset,
+                                   const std::map<std::string, uint64_t>& offsets,
                                    std::vector<Referrer>* out) = 0;
 
   // Live entity ids of `type` greater than `after`, ascending, at most `limit`.
@@ -154,9 +156,11 @@ class StoreTransaction {
                                  const std::vector<DocumentRow>& rows, uint64_t* written) = 0;
   virtual Status DeleteDocuments(const std::string& collection, const std::string& projection,
                                  const std::vector<std::string>& ids, uint64_t* deleted) = 0;
-  // Deletes the documents of `projection` whose pk is `pk`, except `keep`.
+  // Deletes the documents of `projection` whose pk is one of `pks`, except
+  // those with an id in `keep`.
   virtual Status DeleteDocumentsExcept(const std::string& collection, const std::string& projection,
-                                       const std::string& pk, const std::vector<std::string>& keep,
+                                       const std::vector<std::string>& pks,
+                                       const std::vector<std::string>& keep,
                                        uint64_t* deleted) = 0;
   // Stored documents of `projection` with the given ids.
   virtual Status LoadDocuments(const std::string& collection, const std::string& projection,
