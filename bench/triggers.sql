@@ -24,19 +24,22 @@
 --   select bench_triggers.apply_event('{"type":"book","id":"b1","op":"upsert","version":1,"data":{...}}');
 --   select bench_triggers.apply_events('[{...}, {...}]');
 --
--- apply_event and apply_events set search_path to the schema themselves; the
--- trigger functions reference the tables unqualified, so plain DML on the
--- source tables (without the apply functions) needs the schema on the
--- search_path.
+-- apply_event and apply_events set search_path to the schema themselves (and
+-- two planner options, see there); the trigger functions reference the tables
+-- unqualified, so plain DML on the source tables (without the apply
+-- functions) needs the schema on the search_path.
 --
--- Known differences from denormd, none of which the benchmark data exercises:
--- a template part holding an object or array renders with jsonb's spacing
--- ({"a": 1}) where denormd writes compact JSON, and a number renders with
--- jsonb's formatting; an order_by value that is an object or array compares
--- by jsonb text; numbers beyond double precision compare exactly here.
+-- Known differences from denormd, all about odd value types that the
+-- benchmark's events should not contain: a template part holding an object
+-- or array renders with jsonb's spacing ({"a": 1}) where denormd writes
+-- compact JSON, and a number renders as jsonb prints it (1e2 -> 100, denormd
+-- 100.0); an order_by value that is an object or array compares by jsonb
+-- text; an integer and a fraction that are equal as doubles but not exactly
+-- are ordered, not tied; a version written 1.0 is accepted.
 -- Concurrency: like most hand-written triggers, these recompute under READ
 -- COMMITTED without extra locks, so concurrent writers touching the same
--- documents can leave a stale copy (denormd's two-phase locking avoids that).
+-- documents can leave a stale copy or deadlock on document rows (denormd's
+-- two-phase locking avoids both). Run one writer, or retry deadlocks.
 
 \if :{?schema}
 \else
@@ -210,10 +213,11 @@ $$;
 -- data->'authorIds' @> '"a1"', true for "a1" and for arrays holding "a1".
 CREATE INDEX book_author_ids ON book USING gin ((data -> 'authorIds') jsonb_path_ops);
 
--- post -> its comments, already in bucket order (createdAt ascending, absent
--- last, ties by id): the post_comments recompute reads a group presorted, and
--- posts (count, recentComments) use it to find a post's comments. Only string
--- postIds group; the expressions are those of the queries below.
+-- post -> its comments (posts: count, recentComments; post_comments: the
+-- group). Its keys follow the bucket order (createdAt ascending, absent last,
+-- ties by id), so a large group can be read presorted; for a few dozen
+-- comments the planner rather takes a bitmap scan and a quick sort. Only
+-- string postIds group; the expressions are those of the queries below.
 CREATE INDEX comment_post_order ON comment (
   ((data ->> 'postId') COLLATE "C"),
   order_rank(data -> 'createdAt'),
@@ -324,9 +328,9 @@ BEGIN
     AND NOT EXISTS (SELECT 1 FROM post p WHERE p.id = d.id AND NOT p.deleted);
 END $$;
 
--- Rebuilds every bucket document of the given postId groups: rows come from
--- comment_post_order already in bucket order; unchanged buckets are not
--- rewritten, buckets past the new end are deleted.
+-- Rebuilds every bucket document of the given postId groups (members found
+-- through comment_post_order); unchanged buckets are not rewritten, buckets
+-- past the new end are deleted.
 CREATE FUNCTION refresh_post_comments(groups text[]) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   WITH members AS (

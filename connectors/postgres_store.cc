@@ -98,6 +98,15 @@ class PostgresTransaction : public StoreTransaction {
                       std::function<Status(const std::string& key_array)> provision)
       : work_(connection), schema_(work_.quote_name(schema)), provision_(std::move(provision)) {}
 
+  // Every statement of the engine is a keyed lookup or a range of one key, for
+  // which an index nested loop is the right plan at any table size. Tables
+  // that grow fast (a first load) have statistics minutes old, with which
+  // the planner picks scans and hash joins that cost seconds; forbid those.
+  void PinIndexPlans() {
+    work_.exec("set local enable_seqscan = off; set local enable_hashjoin = off;"
+               " set local enable_mergejoin = off");
+  }
+
   Status LockWriters(bool exclusive) override {
     return Guard("joining the writers", [&] {
       work_.exec(std::string("lock table ") + schema_ + ".writers in " +
@@ -772,9 +781,11 @@ Status PostgresStore::Open() {
 Status PostgresStore::Begin(std::unique_ptr<StoreTransaction>* out) {
   DENORMD_RETURN_IF_ERROR(Connect());
   return Guard("starting a transaction", [&] {
-    out->reset(new PostgresTransaction(
+    auto* txn = new PostgresTransaction(
         connection_->pq, config_.store.schema,
-        [this](const std::string& key_array) { return ProvisionLockRows(key_array); }));
+        [this](const std::string& key_array) { return ProvisionLockRows(key_array); });
+    out->reset(txn);
+    txn->PinIndexPlans();
   });
 }
 

@@ -1,0 +1,1172 @@
+#!/usr/bin/env python3
+"""denormd's benchmark: one command, one machine, the same events, the same PostgreSQL.
+
+Contenders, each in a fresh schema of one database:
+
+  ceiling            the source rows only, stored in bulk (COPY into a staging table,
+                     one set-based INSERT ... ON CONFLICT), no projection work
+  denormd replay     `denormd replay` of the JSON Lines logs
+  denormd run        `denormd run` consuming a pre-filled 4-partition Kafka topic
+  triggers/event     PL/pgSQL triggers on the source tables (bench/triggers.sql), one
+                     transaction per event (a sample of the change stream: slow)
+  triggers/1000      the same triggers, transactions of 1,000 events
+
+Two phases, measured separately: LOAD (load.jsonl, the initial state) and CHANGES
+(changes.jsonl applied on top of the loaded store). CHANGES events/s is the headline.
+Every contender's documents (collections authors, books, posts, post_comments) are
+compared with denormd replay's at the same point of the stream; a contender whose
+documents differ gets no number ("WRONG: N documents differ").
+
+Then freshness: `denormd run` on a loaded store while the change stream is produced
+into Kafka at a fixed rate (default 20% of denormd run's measured CHANGES rate); the
+time from produce to committed document, p50/p99/max, from the daemon's
+denormd_event_age_seconds histogram. And scaling: denormd replay's CHANGES rate on a
+store 10x smaller (--scale-small), same change-stream length.
+
+The table goes to stdout and, with the command, date and machine, to
+bench/results/latest.md. Progress goes to stderr. See bench/README.md.
+
+Examples:
+  bench/run.py                                    # the default size (the issue's)
+  bench/run.py --authors 500 --books 5000 --posts 50 --comments 50000 --changes 10000
+  bench/run.py --skip-kafka --no-build --keep-services
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from datetime import datetime, timezone
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH)
+sys.path.insert(0, BENCH)
+import kafka_produce  # noqa: E402  (bench/kafka_produce.py)
+
+COLLECTIONS = ["authors", "books", "posts", "post_comments"]
+GEN_DEFAULTS = {"authors": 10_000, "books": 100_000, "posts": 1_000, "comments": 1_000_000}
+SCHEMAS = {  # contender -> schema
+    "ceiling": "bench_ceiling", "replay": "bench_replay", "run": "bench_run",
+    "ref": "bench_ref", "triggers": "bench_triggers", "small": "bench_small",
+}
+
+T0 = time.time()
+
+
+def log(msg):
+    m, s = divmod(int(time.time() - T0), 60)
+    print(f"[bench {m:02d}:{s:02d}] {msg}", file=sys.stderr, flush=True)
+
+
+class BenchError(Exception):
+    pass
+
+
+def fmt_rate(x):
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def fmt_count(n):
+    return f"{n:,}"
+
+
+# ----------------------------------------------------------------------------
+# Processes, psql
+# ----------------------------------------------------------------------------
+
+class Env:
+    def __init__(self, args):
+        self.args = args
+        self.state_dir = os.path.abspath(args.state_dir)
+        self.work = os.path.join(self.state_dir, "run")
+        self.pg_url = f"postgresql://postgres@127.0.0.1:{args.pg_port}/denorm"
+        self.brokers = f"127.0.0.1:{args.kafka_port}"
+        self.denormd = os.path.join(REPO, "build", "denormd")
+        self.env = dict(os.environ)
+        self.env.update({
+            "DENORMD_STATE_DIR": self.state_dir,
+            "DENORMD_PG_PORT": str(args.pg_port),
+            "DENORMD_KAFKA_PORT": str(args.kafka_port),
+            "DENORMD_POSTGRES": self.pg_url,
+            "DENORMD_KAFKA_BROKERS": self.brokers,
+            "PGOPTIONS": "",
+        })
+        self.env.pop("PGDATABASE", None)
+
+    def run(self, cmd, what, capture=True, stdin=None, check=True):
+        """Runs cmd; on failure raises BenchError with its stderr."""
+        p = subprocess.run(cmd, env=self.env, stdin=stdin,
+                           stdout=subprocess.PIPE if capture else None,
+                           stderr=subprocess.PIPE, text=True, cwd=REPO)
+        if check and p.returncode != 0:
+            raise BenchError(f"{what} failed (exit {p.returncode}): {shlex.join(cmd)}\n"
+                             + (p.stderr or "")[-3000:] + (p.stdout or "")[-2000:])
+        return p
+
+    def psql(self, sql=None, file=None, what="psql", variables=None, output=None):
+        cmd = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", self.pg_url, "-tA"]
+        for k, v in (variables or {}).items():
+            cmd += ["-v", f"{k}={v}"]
+        if sql is not None:
+            cmd += ["-c", sql]
+        if file is not None:
+            cmd += ["-f", file]
+        if output is not None:
+            cmd += ["-o", output]
+        return self.run(cmd, what).stdout
+
+    def query(self, sql):
+        out = self.psql(sql).strip()
+        return [line.split("|") for line in out.splitlines()] if out else []
+
+    def scalar(self, sql):
+        rows = self.query(sql)
+        return rows[0][0] if rows else None
+
+
+def timed_process(env, cmd, what, stdout_path=None, stderr_path=None):
+    """Runs cmd to completion. Returns (seconds, stdout text, peak RSS KiB of the child)."""
+    out = open(stdout_path, "w") if stdout_path else subprocess.PIPE
+    err = open(stderr_path, "w") if stderr_path else subprocess.PIPE
+    start = time.time()
+    p = subprocess.Popen(cmd, env=env.env, stdout=out, stderr=err, text=True, cwd=REPO)
+    stdout_text, stderr_text = "", ""
+    if not stdout_path or not stderr_path:
+        # Drain pipes in threads so the child never blocks on a full pipe.
+        bufs = {}
+
+        def drain(name, stream):
+            bufs[name] = stream.read()
+        threads = []
+        if not stdout_path:
+            threads.append(threading.Thread(target=drain, args=("out", p.stdout)))
+        if not stderr_path:
+            threads.append(threading.Thread(target=drain, args=("err", p.stderr)))
+        for t in threads:
+            t.start()
+    _, status, rusage = os.wait4(p.pid, 0)
+    seconds = time.time() - start
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if not stdout_path or not stderr_path:
+        for t in threads:
+            t.join()
+        stdout_text, stderr_text = bufs.get("out", ""), bufs.get("err", "")
+    for f in (out, err):
+        if f is not subprocess.PIPE:
+            f.close()
+    if stdout_path:
+        stdout_text = open(stdout_path).read()
+    if stderr_path:
+        stderr_text = open(stderr_path).read()
+    if p.returncode != 0:
+        raise BenchError(f"{what} failed (exit {p.returncode}): {shlex.join(cmd)}\n"
+                         + stderr_text[-3000:] + stdout_text[-1000:])
+    return seconds, stdout_text, rusage.ru_maxrss
+
+
+# ----------------------------------------------------------------------------
+# Setup: dependencies, build, services, workload
+# ----------------------------------------------------------------------------
+
+def setup(env, args, started):
+    if not args.no_build:
+        log("installing dependencies (scripts/install-deps.sh; nothing to do if present)")
+        env.run([os.path.join(REPO, "scripts", "install-deps.sh")], "install-deps.sh")
+        build_dir = os.path.join(REPO, "build")
+        if not os.path.exists(os.path.join(build_dir, "build.ninja")):
+            log("configuring the build (RelWithDebInfo)")
+            env.run(["cmake", "-S", REPO, "-B", build_dir, "-G", "Ninja",
+                     "-DCMAKE_BUILD_TYPE=RelWithDebInfo"], "cmake configure")
+        else:
+            btype = ""
+            cache = os.path.join(build_dir, "CMakeCache.txt")
+            for line in open(cache):
+                if line.startswith("CMAKE_BUILD_TYPE:"):
+                    btype = line.split("=", 1)[1].strip()
+            if btype not in ("RelWithDebInfo", "Release"):
+                log(f"warning: build/ is configured as {btype or 'no build type'}; "
+                    "figures need an optimized build (RelWithDebInfo)")
+        log("building denormd")
+        env.run(["cmake", "--build", build_dir, "--target", "denormd"], "build")
+    if not os.access(env.denormd, os.X_OK):
+        raise BenchError(f"{env.denormd} is missing; build it (drop --no-build)")
+
+    log(f"starting PostgreSQL on port {args.pg_port} (state in {env.state_dir})")
+    pg = os.path.join(REPO, "scripts", "postgres.sh")
+    was_running = env.run([pg, "status"], "postgres.sh status", check=False).returncode == 0
+    env.run([pg, "start"], "postgres.sh start")
+    if not was_running:
+        started.append("postgres")
+    if not args.skip_kafka:
+        log(f"starting Kafka on port {args.kafka_port}")
+        kafka = os.path.join(REPO, "scripts", "kafka.sh")
+        was_running = env.run([kafka, "status"], "kafka.sh status", check=False).returncode == 0
+        env.run([kafka, "start"], "kafka.sh start")
+        if not was_running:
+            started.append("kafka")
+    os.makedirs(env.work, exist_ok=True)
+
+
+def stop_services(env, started):
+    for name in reversed(started):
+        script = os.path.join(REPO, "scripts", "postgres.sh" if name == "postgres" else "kafka.sh")
+        log(f"stopping {name}")
+        env.run([script, "stop"], f"{name} stop", check=False)
+
+
+def workload(env, sizes, changes, seed, label):
+    """Generates (or reuses) a workload; returns its directory."""
+    gen = os.path.join(BENCH, "generate_workload.py")
+    gen_hash = hashlib.sha256(open(gen, "rb").read()).hexdigest()[:16]
+    params = dict(sizes, changes=changes, seed=seed)
+    name = "a{authors}-b{books}-p{posts}-c{comments}-ch{changes}-s{seed}".format(**params)
+    d = os.path.join(os.path.abspath(env.args.out), name)
+    manifest_path = os.path.join(d, "manifest.json")
+    manifest = dict(params, generator_sha256=gen_hash)
+    try:
+        if json.load(open(manifest_path)) == manifest and all(
+                os.path.exists(os.path.join(d, f)) for f in ("load.jsonl", "changes.jsonl")):
+            log(f"workload ({label}): reusing {d}")
+            return d
+    except (OSError, ValueError):
+        pass
+    log(f"workload ({label}): generating {d}")
+    if os.path.exists(manifest_path):
+        os.remove(manifest_path)
+    cmd = [sys.executable, gen, "--out", d, "--changes", str(changes), "--seed", str(seed)]
+    for k in ("authors", "books", "posts", "comments"):
+        cmd += [f"--{k}", str(sizes[k])]
+    env.run(cmd, "generate_workload.py")
+    with open(manifest_path, "w") as f:
+        json.dump(manifest, f, indent=1)
+    return d
+
+
+def count_lines(path):
+    n = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            n += block.count(b"\n")
+    return n
+
+
+def slice_lines(src, dst, start, end):
+    """Writes lines [start, end) of src to dst."""
+    with open(src, "rb") as f, open(dst, "wb") as out:
+        for i, line in enumerate(f):
+            if i >= end:
+                break
+            if i >= start:
+                out.write(line)
+    return dst
+
+
+# ----------------------------------------------------------------------------
+# Shared measurements
+# ----------------------------------------------------------------------------
+
+def drop_schema(env, schema):
+    env.psql(f'drop schema if exists "{schema}" cascade')
+
+
+def vacuum_analyze(env, schema):
+    """Untimed, after each LOAD: every contender starts CHANGES with fresh statistics."""
+    tables = [r[0] for r in env.query(
+        f"select tablename from pg_tables where schemaname = '{schema}'")]
+    if tables:
+        env.psql("vacuum analyze " + ", ".join(f'"{schema}"."{t}"' for t in tables))
+
+
+def checkpoint(env):
+    env.psql("checkpoint")
+
+
+def row_writes(env, schema):
+    """n_tup_ins + n_tup_upd + n_tup_del of the collection tables (stable reading).
+
+    Backends report their counters when they exit, a moment after the client does:
+    read until two readings agree."""
+    names = ", ".join(f"'{c}'" for c in COLLECTIONS)
+    sql = (f"select coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) from pg_stat_user_tables "
+           f"where schemaname = '{schema}' and relname in ({names})")
+    last = None
+    for _ in range(40):
+        v = int(env.scalar(sql))
+        if v == last:
+            return v
+        last = v
+        time.sleep(0.3)
+    return last
+
+
+def compare_documents(env, schema, reference):
+    """Documents that differ between schema and reference (full outer join on id)."""
+    parts = []
+    for c in COLLECTIONS:
+        parts.append(
+            f"select count(*) from (select id, doc from \"{schema}\".\"{c}\") x "
+            f"full outer join (select id, doc from \"{reference}\".\"{c}\") y on x.id = y.id "
+            f"where x.id is null or y.id is null or x.doc is distinct from y.doc")
+    rows = env.query("select " + ", ".join(f"({p})" for p in parts))
+    diffs = dict(zip(COLLECTIONS, (int(v) for v in rows[0])))
+    total = sum(diffs.values())
+    docs = int(env.scalar("select " + " + ".join(
+        f"(select count(*) from \"{reference}\".\"{c}\")" for c in COLLECTIONS)))
+    return total, diffs, docs
+
+
+def check(env, result_key, results, schema, reference, label):
+    total, diffs, docs = compare_documents(env, schema, reference)
+    if total == 0:
+        log(f"check {label}: identical to denormd's {fmt_count(docs)} documents")
+    else:
+        detail = ", ".join(f"{c} {n}" for c, n in diffs.items() if n)
+        log(f"check {label}: WRONG: {total} documents differ ({detail})")
+    results.setdefault("checks", []).append(
+        {"contender": result_key, "label": label, "differ": total, "documents": docs,
+         "detail": diffs})
+    if total:
+        results["contenders"].setdefault(result_key, {})["wrong"] = total
+    return total
+
+
+def write_config(env, schema, topic=None, group=None):
+    src = open(os.path.join(BENCH, "config.yaml")).read()
+    text, n = re.subn(r"(?m)^(\s*schema:\s*)\S+", lambda m: m.group(1) + schema, src, count=1)
+    if n != 1:
+        raise BenchError("bench/config.yaml: no store.schema line to set")
+    if topic:
+        text, n = re.subn(r"topics:\s*\[[^\]]*\]", f"topics: [{topic}]", text, count=1)
+        if n != 1:
+            raise BenchError("bench/config.yaml: no source.kafka.topics to set")
+    if group:
+        text, n = re.subn(r"group:\s*[\w.-]+", f"group: {group}", text, count=1)
+        if n != 1:
+            raise BenchError("bench/config.yaml: no source.kafka.group to set")
+    path = os.path.join(env.work, f"config-{schema}" + (f"-{topic}" if topic else "") + ".yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+REPLAY_SUMMARY = re.compile(
+    r"([\d,]+) events.* in ([\d,]+) transactions, ([\d.]+) s: .*?([\d,]+) documents written"
+    r"(?:, ([\d,]+) deleted)?(?:; peak RSS (\d+) MiB)?")
+
+
+def denormd_replay(env, schema, config, path, what):
+    """Replays one log; returns a dict: events, seconds, rss_kib, documents (pg_stat)."""
+    before = row_writes(env, schema)
+    out_path = os.path.join(env.work, f"replay-{schema}-{os.path.basename(path)}.out")
+    seconds, stdout, rss = timed_process(
+        env, [env.denormd, "replay", "-q", "-c", config, path], what, stdout_path=out_path)
+    m = REPLAY_SUMMARY.search(stdout)
+    if not m:
+        raise BenchError(f"{what}: no summary line in denormd replay's output:\n{stdout[-2000:]}")
+    events = int(m.group(1).replace(",", ""))
+    r = {"events": events, "seconds": seconds, "denormd_seconds": float(m.group(3)),
+         "transactions": int(m.group(2).replace(",", "")),
+         "denormd_documents_written": int(m.group(4).replace(",", "")),
+         "rss_kib": rss, "summary": stdout.strip()}
+    r["documents"] = row_writes(env, schema) - before
+    return r
+
+
+def create_denormd_schema(env, schema):
+    """An empty store, created by denormd itself (verify on an empty schema does nothing else)."""
+    drop_schema(env, schema)
+    config = write_config(env, schema)
+    env.run([env.denormd, "verify", "-q", "-c", config], f"create schema {schema}")
+    return config
+
+
+def clone_schema(env, src, dst, exclude=("positions", "dead_letters")):
+    """Copies every table's rows from src into dst (which denormd created empty)."""
+    tables = [r[0] for r in env.query(
+        f"select tablename from pg_tables where schemaname = '{src}' order by tablename")]
+    stmts = ["begin;", "set local session_replication_role = replica;"]
+    for t in tables:
+        if t in exclude:
+            continue
+        cols = [r[0] for r in env.query(
+            f"select column_name from information_schema.columns where table_schema = '{src}' "
+            f"and table_name = '{t}' and is_generated = 'NEVER' order by ordinal_position")]
+        collist = ", ".join(f'"{c}"' for c in cols)
+        stmts.append(f'insert into "{dst}"."{t}" ({collist}) select {collist} from "{src}"."{t}";')
+    stmts.append("commit;")
+    path = os.path.join(env.work, f"clone-{dst}.sql")
+    with open(path, "w") as f:
+        f.write("\n".join(stmts) + "\n")
+    env.psql(file=path, what=f"clone {src} into {dst}")
+    vacuum_analyze(env, dst)
+
+
+# ----------------------------------------------------------------------------
+# Contenders
+# ----------------------------------------------------------------------------
+
+COPY_OPTS = "with (format csv, quote e'\\x01', delimiter e'\\x02')"  # each line one text value
+
+
+def ceiling(env, results, load, changes, n_load, n_changes):
+    schema = SCHEMAS["ceiling"]
+    drop_schema(env, schema)
+    env.psql(f'create schema "{schema}"; create table "{schema}".entities (type text collate "C", '
+             f'id text collate "C", version numeric, deleted boolean not null default false, '
+             f'data jsonb, primary key (type, id))')
+    r = results["contenders"].setdefault("ceiling", {})
+    for phase, path, n in (("load", load, n_load), ("changes", changes, n_changes)):
+        sql = os.path.join(env.work, f"ceiling-{phase}.sql")
+        with open(sql, "w") as f:
+            f.write(f"""begin;
+create temp table staging (line text) on commit drop;
+\\copy staging from '{path}' {COPY_OPTS}
+insert into "{schema}".entities as s (type, id, version, deleted, data)
+select distinct on (e->>'type', e->>'id') e->>'type', e->>'id', (e->>'version')::numeric,
+       e->>'op' = 'delete', e->'data'
+from (select line::jsonb as e from staging) x
+order by e->>'type', e->>'id', (e->>'version')::numeric desc
+on conflict (type, id) do update set version = excluded.version, deleted = excluded.deleted,
+  data = excluded.data
+where excluded.version > s.version;
+commit;
+""")
+        checkpoint(env)
+        log(f"ceiling: {phase} ({fmt_count(n)} events)")
+        seconds, _, _ = timed_process(env, ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d",
+                                            env.pg_url, "-f", sql], f"ceiling {phase}")
+        r[phase] = {"events": n, "seconds": seconds, "rate": n / seconds}
+        log(f"ceiling: {phase}: {seconds:.1f} s, {n / seconds:,.0f} events/s")
+        if phase == "load":
+            vacuum_analyze(env, schema)
+
+
+def replay_contender(env, results, load, changes, n_changes, clones):
+    """denormd replay: LOAD, then the clones (untimed), then CHANGES."""
+    schema = SCHEMAS["replay"]
+    config = create_denormd_schema(env, schema)
+    r = results["contenders"].setdefault("replay", {})
+    checkpoint(env)
+    log(f"denormd replay: load ({os.path.basename(load)})")
+    r["load"] = denormd_replay(env, schema, config, load, "denormd replay (load)")
+    r["load"]["rate"] = r["load"]["events"] / r["load"]["seconds"]
+    log(f"denormd replay: load: {r['load']['seconds']:.1f} s, {r['load']['rate']:,.0f} events/s, "
+        f"peak RSS {r['load']['rss_kib'] // 1024} MiB")
+    vacuum_analyze(env, schema)
+    configs = {}
+    for clone in clones:
+        log(f"cloning the loaded store into {clone} (untimed)")
+        configs[clone] = create_denormd_schema(env, clone)
+        clone_schema(env, schema, clone)
+    checkpoint(env)
+    log(f"denormd replay: changes ({fmt_count(n_changes)} events)")
+    r["changes"] = denormd_replay(env, schema, config, changes, "denormd replay (changes)")
+    c = r["changes"]
+    c["rate"] = c["events"] / c["seconds"]
+    r["rss_kib"] = max(r["load"]["rss_kib"], c["rss_kib"])
+    r["entities"] = int(env.scalar(f'select count(*) from "{schema}".entities'))
+    log(f"denormd replay: changes: {c['seconds']:.1f} s, {c['rate']:,.0f} events/s, "
+        f"{c['documents'] / c['events']:.2f} documents written per event, "
+        f"peak RSS {c['rss_kib'] // 1024} MiB")
+    return configs
+
+
+class Daemon:
+    """denormd run in the background, its log in a file, its RSS from wait4."""
+
+    def __init__(self, env, config, metrics_port, log_path):
+        self.env, self.metrics_port, self.log_path = env, metrics_port, log_path
+        self.log_file = open(log_path, "w")
+        self.started = time.time()
+        self.proc = subprocess.Popen(
+            [env.denormd, "run", "-c", config, "--metrics-port", str(metrics_port)],
+            env=env.env, stdout=self.log_file, stderr=subprocess.STDOUT, cwd=REPO)
+        self.rss_kib = None
+
+    def log_text(self):
+        return open(self.log_path).read()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def wait_for(self, pattern, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            m = re.search(pattern, self.log_text())
+            if m:
+                return time.time()
+            if not self.alive():
+                raise BenchError(f"denormd run exited ({self.proc.returncode}):\n"
+                                 + self.log_text()[-3000:])
+            time.sleep(0.05)
+        raise BenchError(f"denormd run: no '{pattern}' in {timeout} s:\n" + self.log_text()[-3000:])
+
+    def metrics(self):
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.read().decode()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                _, status, rusage = os.wait4(self.proc.pid, 0)
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+                self.rss_kib = rusage.ru_maxrss
+            except ChildProcessError:
+                self.proc.wait()
+        self.log_file.close()
+        m = re.findall(r"daemon_stopped.*?peak_rss_kib=(\d+)", self.log_text())
+        if m:
+            self.rss_kib = int(m[-1])
+        return self.proc.returncode
+
+
+def metric_value(text, name):
+    m = re.search(rf"(?m)^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.eE+-]+|NaN)$", text)
+    return float(m.group(1)) if m else None
+
+
+def histogram(text, name):
+    """[(upper bound, cumulative count)], +Inf last, of a Prometheus histogram."""
+    out = []
+    for m in re.finditer(rf'(?m)^{re.escape(name)}_bucket{{le="([^"]+)"}} (\d+)$', text):
+        le = float("inf") if m.group(1) == "+Inf" else float(m.group(1))
+        out.append((le, int(m.group(2))))
+    return out
+
+
+def quantile(buckets, q):
+    """histogram_quantile: linear interpolation within the bucket holding rank q."""
+    if not buckets or buckets[-1][1] == 0:
+        return None
+    total = buckets[-1][1]
+    rank = q * total
+    prev_le, prev_c = 0.0, 0
+    for le, c in buckets:
+        if c >= rank:
+            if le == float("inf"):
+                return prev_le  # beyond the last finite bound
+            if c == prev_c:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
+        prev_le, prev_c = le, c
+    return prev_le
+
+
+def kafka_topic(env, name, partitions):
+    env.run([os.path.join(REPO, "scripts", "kafka.sh"), "topic-create", name, str(partitions)],
+            f"create topic {name}")
+
+
+def positions_total(env, schema):
+    return int(env.scalar(f'select coalesce(sum(applied + stale + dead), 0) from "{schema}".positions'))
+
+
+def run_contender(env, results, config_schema, changes, n_changes, run_id):
+    """denormd run from a pre-filled 4-partition topic, on a copy of replay's loaded store."""
+    args = env.args
+    schema = SCHEMAS["run"]
+    topic = f"bench.changes.{run_id}"
+    r = results["contenders"].setdefault("run", {})
+    kafka_topic(env, topic, 4)
+    config = write_config(env, schema, topic=topic, group=f"denormd-bench-{run_id}")
+    log(f"denormd run: pre-filling topic {topic} with {fmt_count(n_changes)} events (denormd publish)")
+    seconds, _, _ = timed_process(env, [env.denormd, "publish", "-q", "-c", config, changes],
+                                  "denormd publish")
+    r["publish_seconds"] = seconds
+    log(f"denormd run: published in {seconds:.1f} s ({n_changes / seconds:,.0f} events/s)")
+    before = row_writes(env, schema)
+    checkpoint(env)
+    log("denormd run: consuming the topic")
+    d = Daemon(env, config, args.metrics_port, os.path.join(env.work, f"run-{run_id}.log"))
+    try:
+        assigned = d.wait_for(r"partitions_assigned", 60)
+        last, last_change = 0, time.time()
+        while True:
+            n = positions_total(env, schema)
+            now = time.time()
+            if n >= n_changes:
+                break
+            if n != last:
+                last, last_change = n, now
+            elif now - last_change > args.stall_seconds:
+                raise BenchError(f"denormd run: no progress for {args.stall_seconds} s at "
+                                 f"{n}/{n_changes} events:\n" + d.log_text()[-3000:])
+            if not d.alive():
+                raise BenchError(f"denormd run exited ({d.proc.returncode}):\n" + d.log_text()[-3000:])
+            time.sleep(0.1)
+        done = time.time()
+        text = d.metrics()
+    finally:
+        code = d.stop()
+    if code != 0:
+        raise BenchError(f"denormd run: exit {code} after SIGTERM:\n" + d.log_text()[-3000:])
+    r["changes"] = {"events": n_changes, "seconds": done - assigned, "rate": n_changes / (done - assigned),
+                    "startup_seconds": assigned - d.started,
+                    "denormd_documents_written": int(metric_value(text, "denormd_documents_written_total") or 0),
+                    "rss_kib": d.rss_kib}
+    r["changes"]["documents"] = row_writes(env, schema) - before
+    r["rss_kib"] = d.rss_kib
+    c = r["changes"]
+    log(f"denormd run: changes: {c['seconds']:.1f} s from partition assignment "
+        f"(+{c['startup_seconds']:.1f} s start-up), {c['rate']:,.0f} events/s, "
+        f"peak RSS {(d.rss_kib or 0) // 1024} MiB")
+
+
+def write_apply_file(path, lines, per_statement):
+    """A psql script: `select apply_event(...)` per event, or apply_events per chunk."""
+    with open(path, "w") as out:
+        if per_statement == 1:
+            for line in lines:
+                out.write("select apply_event('" + line.replace("'", "''") + "'::jsonb);\n")
+        else:
+            for i in range(0, len(lines), per_statement):
+                chunk = "[" + ",".join(lines[i:i + per_statement]) + "]"
+                out.write("select apply_events('" + chunk.replace("'", "''") + "'::jsonb);\n")
+    return path
+
+
+def read_lines(path, start=0, end=None):
+    out = []
+    with open(path) as f:
+        for i, line in enumerate(f):
+            if end is not None and i >= end:
+                break
+            if i >= start and line.strip():
+                out.append(line.rstrip("\n"))
+    return out
+
+
+def run_apply(env, schema, script, what):
+    """Runs an apply script in autocommit (one transaction per statement)."""
+    out_path = script + ".out"
+    cmd = ["psql", "-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", "-d", env.pg_url,
+           "-c", f'set search_path = "{schema}"', "-f", script, "-o", out_path]
+    seconds, _, _ = timed_process(env, cmd, what)
+    text = open(out_path).read()
+    counts = {"applied": 0, "stale": 0, "invalid": 0}
+    for line in text.split("\n"):
+        line = line.strip()
+        if line in counts:
+            counts[line] += 1
+        elif line.startswith("{"):
+            for k, v in json.loads(line).items():
+                counts[k] = counts.get(k, 0) + v
+    return seconds, counts
+
+
+def trigger_load(env, schema, load, mode):
+    if mode == "events":
+        script = write_apply_file(os.path.join(env.work, "triggers-load.sql"),
+                                  read_lines(load), 1000)
+        seconds, counts = run_apply(env, schema, script, "triggers load (apply_events)")
+        return seconds
+    # backfill: the final source rows in bulk with the triggers off, then each
+    # projection recomputed set-based over everything (how a team seeds its tables).
+    sql = os.path.join(env.work, "triggers-backfill.sql")
+    inserts = []
+    for t in ("author", "book", "post", "comment"):
+        inserts.append(f"""insert into {t} (id, version, deleted, data)
+select distinct on (e->>'id') e->>'id', (e->>'version')::numeric, e->>'op' = 'delete',
+       case when e->>'op' = 'delete' then null else e->'data' end
+from ev where e->>'type' = '{t}' order by e->>'id', (e->>'version')::numeric desc;""")
+    with open(sql, "w") as f:
+        f.write(f"""begin;
+set local search_path = "{schema}";
+create temp table staging (line text) on commit drop;
+\\copy staging from '{load}' {COPY_OPTS}
+create temp table ev on commit drop as select line::jsonb as e from staging;
+set local session_replication_role = replica;
+{chr(10).join(inserts)}
+set local session_replication_role = origin;
+select refresh_authors(array(select id from author where not deleted));
+select refresh_books(array(select id from book where not deleted));
+select refresh_posts(array(select id from post where not deleted));
+select refresh_post_comments(array(select distinct (data->>'postId') collate "C" from comment
+  where not deleted and jsonb_typeof(data->'postId') = 'string'));
+commit;
+""")
+    seconds, _, _ = timed_process(env, ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d",
+                                        env.pg_url, "-o", "/dev/null", "-f", sql],
+                                  "triggers load (backfill)")
+    return seconds
+
+
+def ref_advance(env, state, changes, upto):
+    """Advances the reference store (denormd, untimed) to line `upto` of the change stream."""
+    if upto <= state["at"]:
+        return
+    path = slice_lines(changes, os.path.join(env.work, f"changes-{state['at']}-{upto}.jsonl"),
+                       state["at"], upto)
+    log(f"reference: denormd replay of changes [{state['at']}, {upto}) into {SCHEMAS['ref']} (untimed)")
+    denormd_replay(env, SCHEMAS["ref"], state["config"], path, "reference replay")
+    state["at"] = upto
+
+
+def trigger_contenders(env, results, load, changes, n_load, n_changes, ref):
+    args = env.args
+    schema = SCHEMAS["triggers"]
+    triggers_sql = os.path.join(BENCH, "triggers.sql")
+    if not os.path.exists(triggers_sql):
+        log("triggers: bench/triggers.sql does not exist: the trigger contenders are skipped")
+        results["notes"].append("bench/triggers.sql missing: no trigger contenders")
+        return
+    drop_schema(env, schema)
+    env.psql(file=triggers_sql, variables={"schema": schema}, what="bench/triggers.sql")
+    ev = results["contenders"].setdefault("triggers_event", {})
+    ba = results["contenders"].setdefault("triggers_batched", {})
+
+    checkpoint(env)
+    log(f"triggers: load ({fmt_count(n_load)} events, mode {args.trigger_load})")
+    seconds = trigger_load(env, schema, load, args.trigger_load)
+    load_r = {"events": n_load, "seconds": seconds, "rate": n_load / seconds, "mode": args.trigger_load}
+    ev["load"] = ba["load"] = load_r
+    log(f"triggers: load: {seconds:.1f} s, {n_load / seconds:,.0f} events/s")
+    vacuum_analyze(env, schema)
+    total = check(env, "triggers_load", results, schema, SCHEMAS["ref"], "triggers after load")
+    if total:
+        ev["wrong"] = ba["wrong"] = total
+
+    n1 = min(args.trigger_sample, n_changes)
+    if n1 > 0:
+        script = write_apply_file(os.path.join(env.work, "triggers-event.sql"),
+                                  read_lines(changes, 0, n1), 1)
+        before = row_writes(env, schema)
+        checkpoint(env)
+        log(f"triggers/event: the first {fmt_count(n1)} change events, one transaction each")
+        seconds, counts = run_apply(env, schema, script, "triggers per event")
+        ev["changes"] = {"events": n1, "seconds": seconds, "rate": n1 / seconds, "sample": True,
+                         "counts": counts, "documents": row_writes(env, schema) - before}
+        log(f"triggers/event: {seconds:.1f} s, {n1 / seconds:,.0f} events/s ({counts})")
+        ref_advance(env, ref, changes, n1)
+        check(env, "triggers_event", results, schema, SCHEMAS["ref"],
+              f"triggers/event after load + {fmt_count(n1)} changes")
+
+    n2 = n_changes if args.trigger_batched_sample <= 0 else min(n_changes, n1 + args.trigger_batched_sample)
+    if n2 > n1:
+        script = write_apply_file(os.path.join(env.work, "triggers-batched.sql"),
+                                  read_lines(changes, n1, n2), 1000)
+        before = row_writes(env, schema)
+        checkpoint(env)
+        log(f"triggers/1000: change events [{fmt_count(n1)}, {fmt_count(n2)}), "
+            "transactions of 1,000")
+        seconds, counts = run_apply(env, schema, script, "triggers batched")
+        n = n2 - n1
+        ba["changes"] = {"events": n, "seconds": seconds, "rate": n / seconds,
+                         "sample": n2 < n_changes or n1 > 0, "range": [n1, n2],
+                         "counts": counts, "documents": row_writes(env, schema) - before}
+        log(f"triggers/1000: {seconds:.1f} s, {n / seconds:,.0f} events/s ({counts})")
+        if n2 == n_changes:
+            check(env, "triggers_batched", results, schema, SCHEMAS["replay"],
+                  "triggers/1000 after load + all changes")
+        else:
+            ref_advance(env, ref, changes, n2)
+            check(env, "triggers_batched", results, schema, SCHEMAS["ref"],
+                  f"triggers/1000 after load + {fmt_count(n2)} changes")
+
+
+def freshness(env, results, changes, n_changes, ref, run_id):
+    """denormd run on the reference store; the rest of the change stream at a fixed rate."""
+    args = env.args
+    run = results["contenders"].get("run", {})
+    if args.freshness_rate:
+        rate = args.freshness_rate
+        how = "--freshness-rate"
+    elif run.get("changes") and not run.get("wrong"):
+        rate = max(1.0, 0.2 * run["changes"]["rate"])
+        how = "20% of denormd run's CHANGES rate"
+    else:
+        log("freshness: no measured denormd run rate and no --freshness-rate: skipped")
+        return
+    lines = [line.encode() for line in read_lines(changes, ref["at"])]
+    needed = int(rate * args.freshness_seconds)
+    if len(lines) < needed:
+        log(f"freshness: only {len(lines)} change events left for {needed} needed; "
+            "the run will be shorter")
+    schema = SCHEMAS["ref"]
+    topic = f"bench.fresh.{run_id}"
+    kafka_topic(env, topic, 4)
+    config = write_config(env, schema, topic=topic, group=f"denormd-fresh-{run_id}")
+    checkpoint(env)
+    d = Daemon(env, config, args.metrics_port, os.path.join(env.work, f"fresh-{run_id}.log"))
+    f = results["freshness"] = {"rate": rate, "how": how, "seconds": args.freshness_seconds}
+    try:
+        d.wait_for(r"partitions_assigned", 60)
+        time.sleep(1.0)
+        log(f"freshness: producing at {rate:,.0f} events/s ({how}) for {args.freshness_seconds:g} s")
+        producer = kafka_produce.Producer(env.brokers, topic, 4)
+        sent, elapsed, lag = kafka_produce.produce_at_rate(
+            producer, lines, rate, args.freshness_seconds, stop=lambda: not d.alive())
+        producer.close()
+        f.update({"sent": sent, "elapsed": elapsed, "producer_max_lag": lag})
+        deadline = time.time() + 120
+        while positions_total(env, schema) < sent:
+            if time.time() > deadline or not d.alive():
+                raise BenchError("freshness: the daemon did not catch up:\n" + d.log_text()[-3000:])
+            time.sleep(0.1)
+        text = d.metrics()
+    finally:
+        d.stop()
+    b = histogram(text, "denormd_event_age_seconds")
+    f["count"] = b[-1][1] if b else 0
+    f["p50"], f["p99"] = quantile(b, 0.50), quantile(b, 0.99)
+    f["max"] = metric_value(text, "denormd_event_age_max_seconds")
+    f["rss_kib"] = d.rss_kib
+    if not f["count"]:
+        raise BenchError("freshness: denormd_event_age_seconds is empty (a daemon without the "
+                         "freshness metrics?)")
+    log(f"freshness: {sent} events at {sent / elapsed:,.0f}/s: p50 {f['p50'] * 1000:.1f} ms, "
+        f"p99 {f['p99'] * 1000:.1f} ms, max {f['max'] * 1000:.1f} ms")
+
+
+def scaling(env, results, small_dir, n_large_changes):
+    schema = SCHEMAS["small"]
+    config = create_denormd_schema(env, schema)
+    load, changes = (os.path.join(small_dir, f) for f in ("load.jsonl", "changes.jsonl"))
+    s = results["scaling"] = {}
+    checkpoint(env)
+    log(f"scaling: denormd replay of the small store's load ({fmt_count(count_lines(load))} events)")
+    s["load"] = denormd_replay(env, schema, config, load, "scaling replay (load)")
+    s["entities"] = int(env.scalar(f'select count(*) from "{schema}".entities'))
+    vacuum_analyze(env, schema)
+    checkpoint(env)
+    log("scaling: changes on the small store")
+    s["changes"] = denormd_replay(env, schema, config, changes, "scaling replay (changes)")
+    s["changes"]["rate"] = s["changes"]["events"] / s["changes"]["seconds"]
+    log(f"scaling: small store: {s['changes']['rate']:,.0f} events/s")
+    drop_schema(env, schema)
+
+
+# ----------------------------------------------------------------------------
+# Report
+# ----------------------------------------------------------------------------
+
+def machine():
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return {"cpus": os.cpu_count(), "memory": mem, "cpu": cpu, "kernel": platform.release()}
+
+
+def report(env, results, args, sizes, n_load, n_changes):
+    C = results["contenders"]
+    lines = []
+
+    def rate_of(key, phase):
+        r = C.get(key, {})
+        if r.get("wrong"):
+            return None
+        p = r.get(phase)
+        return p["rate"] if p else None
+
+    def cell_rate(key, phase):
+        r = C.get(key, {})
+        if r.get("wrong"):
+            return f"WRONG: {r['wrong']} documents differ"
+        p = r.get(phase)
+        if not p:
+            return "—"
+        s = fmt_rate(p["rate"])
+        if phase == "changes" and p.get("sample"):
+            a, b = p.get("range", [0, p["events"]])
+            s += f" (events {fmt_count(a)}–{fmt_count(b)})"
+        if phase == "load" and p.get("mode") == "backfill":
+            s += " (bulk + backfill)"
+        return s
+
+    def cell_docs(key):
+        r = C.get(key, {})
+        p = r.get("changes")
+        if r.get("wrong") or not p or p.get("documents") is None:
+            return "—"
+        return f"{p['documents'] / p['events']:.2f}"
+
+    def cell_rss(key):
+        r = C.get(key, {})
+        return f"{r['rss_kib'] / 1024:.0f} MiB" if r.get("rss_kib") else "—"
+
+    headline_key = "run" if rate_of("run", "changes") else "replay"
+    d = rate_of(headline_key, "changes")
+    names = [("ceiling", "ceiling (source rows only, bulk)"),
+             ("replay", "denormd replay"),
+             ("run", "denormd run (Kafka, 4 partitions)"),
+             ("triggers_event", "triggers, 1 event per transaction"),
+             ("triggers_batched", "triggers, 1,000 events per transaction")]
+
+    def ratio(a, b):
+        return f"{a / b:.2f}x" if a and b else "—"
+
+    lines.append(f"Workload: {fmt_count(n_load)} load events ({sizes['authors']:,} authors, "
+                 f"{sizes['books']:,} books, {sizes['posts']:,} posts, {sizes['comments']:,} "
+                 f"comments), {fmt_count(n_changes)} change events, seed {args.seed}.")
+    lines.append("")
+    lines.append("| contender | load events/s | changes events/s | documents written per change event "
+                 "| peak RSS | vs ceiling | vs triggers/event | vs triggers/1000 |")
+    lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for key, label in names:
+        if key not in C:
+            continue
+        mine = rate_of(key, "changes")
+        is_denormd = key in ("replay", "run")
+        lines.append(
+            f"| {label} | {cell_rate(key, 'load')} | {cell_rate(key, 'changes')} | {cell_docs(key)} "
+            f"| {cell_rss(key) if is_denormd else '—'} "
+            f"| {ratio(mine, rate_of('ceiling', 'changes')) if key != 'ceiling' else '1.00x'} "
+            f"| {ratio(mine, rate_of('triggers_event', 'changes')) if is_denormd else '—'} "
+            f"| {ratio(mine, rate_of('triggers_batched', 'changes')) if is_denormd else '—'} |")
+    lines.append("")
+    notes = []
+    if "run" in C and C["run"].get("changes"):
+        rc = C["run"]["changes"]
+        notes.append(f"denormd run: events/s from partition assignment to the last event committed "
+                     f"(start-up {rc['startup_seconds']:.1f} s excluded); its LOAD is denormd "
+                     "replay's, copied (untimed) into its schema; topic pre-filled by `denormd "
+                     f"publish` in {C['run']['publish_seconds']:.1f} s.")
+    te = C.get("triggers_event", {}).get("changes")
+    if te:
+        notes.append(f"triggers/event: measured on the first {fmt_count(te['events'])} change events "
+                     "(--trigger-sample); it is too slow for the whole stream.")
+    tb = C.get("triggers_batched", {}).get("changes")
+    if tb and tb.get("sample"):
+        a, b = tb["range"]
+        notes.append(f"triggers/1000: measured on change events {fmt_count(a)}–{fmt_count(b)} "
+                     "(after triggers/event's sample, on the same store).")
+    tl = C.get("triggers_batched", {}).get("load")
+    if tl and tl.get("mode") == "backfill":
+        notes.append("triggers LOAD: source rows in bulk with the triggers off, then every document "
+                     "recomputed set-based by the triggers' own refresh functions "
+                     "(--trigger-load events applies it through the triggers instead).")
+    notes.append("documents written: n_tup_ins + n_tup_upd + n_tup_del of the four collection tables "
+                 "(pg_stat_user_tables), the same count for every contender.")
+    notes.append("ceiling: patches stored as upserts of the patch (storage cost only).")
+    for n in results["notes"]:
+        notes.append(n)
+    lines += [f"- {n}" for n in notes]
+    lines.append("")
+
+    f = results.get("freshness")
+    if f and f.get("p99") is not None:
+        lines.append(f"Freshness (produce → committed document), {f['sent']:,} events at "
+                     f"{f['sent'] / f['elapsed']:,.0f} events/s ({f['how']}) for {f['elapsed']:.0f} s: "
+                     f"p50 {f['p50'] * 1000:.1f} ms, p99 {f['p99'] * 1000:.1f} ms, "
+                     f"max {f['max'] * 1000:.1f} ms (from denormd_event_age_seconds; quantiles "
+                     "interpolated within histogram buckets).")
+    else:
+        lines.append("Freshness: not measured" + (" (--skip-kafka)." if args.skip_kafka else "."))
+    s = results.get("scaling")
+    large = rate_of("replay", "changes")
+    if s and large:
+        lines.append(f"Scaling (denormd replay, {fmt_count(n_changes)} change events): store of "
+                     f"{fmt_count(s['entities'])} entities: {s['changes']['rate']:,.0f} events/s; "
+                     f"store of {fmt_count(C['replay']['entities'])} entities: {large:,.0f} events/s "
+                     f"(ratio {large / s['changes']['rate']:.2f}).")
+    lines.append("")
+
+    # Targets: reported, not asserted.
+    def verdict(ok):
+        return "n/a" if ok is None else ("MET" if ok else "NOT MET")
+    targets = []
+    ceil = rate_of("ceiling", "changes")
+    hl = {"run": "denormd run", "replay": "denormd replay"}[headline_key]
+    targets.append((f"{hl} throughput >= 50% of the source-only ceiling",
+                    f"{d / ceil:.0%}" if d and ceil else "—",
+                    verdict(d / ceil >= 0.5 if d and ceil else None)))
+    tev = rate_of("triggers_event", "changes")
+    targets.append(("\\>= 10x the per-event trigger baseline", ratio(d, tev),
+                    verdict(d / tev >= 10 if d and tev else None)))
+    tba = rate_of("triggers_batched", "changes")
+    targets.append(("\\>= 2x the batched trigger baseline", ratio(d, tba),
+                    verdict(d / tba >= 2 if d and tba else None)))
+    if f and f.get("p99") is not None:
+        targets.append(("freshness p99 <= 100 ms at " + ("the default rate" if not args.freshness_rate
+                                                         else f"{f['rate']:,.0f} events/s"),
+                        f"{f['p99'] * 1000:.1f} ms", verdict(f["p99"] <= 0.1)))
+    else:
+        targets.append(("freshness p99 <= 100 ms at the default rate", "—", "n/a"))
+    rss = [C[k]["rss_kib"] for k in ("replay", "run") if C.get(k, {}).get("rss_kib")]
+    if f and f.get("rss_kib"):
+        rss.append(f["rss_kib"])
+    entities = C.get("replay", {}).get("entities", 0)
+    if rss:
+        mib = max(rss) / 1024
+        if entities >= 1_000_000:
+            targets.append((f"daemon RSS < 256 MiB with {fmt_count(entities)} entities stored",
+                            f"{mib:.0f} MiB", verdict(mib < 256)))
+        else:
+            targets.append(("daemon RSS < 256 MiB with 1,000,000+ entities stored",
+                            f"{mib:.0f} MiB with {fmt_count(entities)} entities", "n/a (store too small)"))
+    if s and large:
+        r = large / s["changes"]["rate"]
+        targets.append((f"events/s within 20% at two store sizes 10x apart",
+                        f"{r:.2f}", verdict(r >= 0.8)))
+    else:
+        targets.append(("events/s within 20% at two store sizes 10x apart", "—", "n/a"))
+    lines.append("| target | measured | |")
+    lines.append("| --- | ---: | --- |")
+    for t, m, v in targets:
+        lines.append(f"| {t} | {m} | {v} |")
+    lines.append("")
+    lines.append("Documents check (each against denormd replay's documents at the same point): "
+                 + "; ".join(f"{c['label']}: " + ("identical" if not c["differ"]
+                                                   else f"{c['differ']} differ")
+                             for c in results.get("checks", [])) + ".")
+    return "\n".join(lines)
+
+
+def pg_version(env):
+    try:
+        return env.scalar("select version()")
+    except BenchError:
+        return "?"
+
+
+def main():
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("workload (passed to bench/generate_workload.py)")
+    for k, v in GEN_DEFAULTS.items():
+        g.add_argument(f"--{k}", type=int, default=v, help=f"default {v:,}")
+    g.add_argument("--changes", type=int, default=200_000,
+                   help="events in the change stream (default 200,000)")
+    g.add_argument("--seed", type=int, default=20261125)
+    g.add_argument("--out", default=os.path.join(REPO, ".local", "bench", "workload"),
+                   help="workload cache: one folder per size; reused when a manifest matches "
+                        "(default .local/bench/workload)")
+    g = p.add_argument_group("contenders")
+    g.add_argument("--trigger-sample", type=int, default=5000, metavar="N",
+                   help="change events for the one-transaction-per-event trigger baseline, "
+                        "measured on the first N events of the stream (default 5,000; 0: skip)")
+    g.add_argument("--trigger-batched-sample", type=int, default=0, metavar="N",
+                   help="change events for the 1,000-per-transaction trigger baseline, after "
+                        "the per-event sample (default 0: the rest of the stream)")
+    g.add_argument("--trigger-load", choices=["backfill", "events"], default="backfill",
+                   help="how the trigger contenders load: backfill (source rows in bulk with "
+                        "the triggers off, then a set-based recompute of every document; "
+                        "default) or events (apply_events, transactions of 1,000: "
+                        "quadratic on hot posts, for small sizes only)")
+    g.add_argument("--skip-kafka", action="store_true",
+                   help="no Kafka: skip denormd run and freshness")
+    g = p.add_argument_group("freshness and scaling")
+    g.add_argument("--freshness-rate", type=float, default=0, metavar="EVENTS_PER_S",
+                   help="fixed input rate into Kafka (default: 20%% of denormd run's measured "
+                        "CHANGES events/s)")
+    g.add_argument("--freshness-seconds", type=float, default=30,
+                   help="how long to produce at that rate (default 30)")
+    g.add_argument("--scale-small", type=float, default=0.1, metavar="F",
+                   help="the scaling run's store: F x the entity counts, same change-stream "
+                        "length (default 0.1; 0: skip)")
+    g = p.add_argument_group("services and output")
+    g.add_argument("--state-dir", default=os.path.join(REPO, ".local", "bench"),
+                   help="DENORMD_STATE_DIR of the benchmark's own PostgreSQL and Kafka "
+                        "(default .local/bench)")
+    g.add_argument("--pg-port", type=int, default=55440)
+    g.add_argument("--kafka-port", type=int, default=19240)
+    g.add_argument("--metrics-port", type=int, default=19464)
+    g.add_argument("--stall-seconds", type=float, default=300,
+                   help="give up on denormd run after this long without progress (default 300)")
+    g.add_argument("--no-build", action="store_true",
+                   help="skip install-deps.sh and the build; use build/denormd as it is")
+    g.add_argument("--keep-services", action="store_true",
+                   help="leave PostgreSQL and Kafka running and the bench schemas in place")
+    g.add_argument("--results", default=os.path.join(BENCH, "results", "latest.md"),
+                   help="where the table, command, date and machine go (default bench/results/latest.md)")
+    args = p.parse_args()
+
+    env = Env(args)
+    started = []
+    results = {"contenders": {}, "notes": []}
+    sizes = {k: getattr(args, k) for k in GEN_DEFAULTS}
+    run_id = datetime.now().strftime("%Y%m%d%H%M%S")
+    code = 0
+    try:
+        setup(env, args, started)
+        results["pg_version"] = pg_version(env)
+        wdir = workload(env, sizes, args.changes, args.seed, "main")
+        load, changes = os.path.join(wdir, "load.jsonl"), os.path.join(wdir, "changes.jsonl")
+        n_load, n_changes = count_lines(load), count_lines(changes)
+        small_dir = None
+        if args.scale_small > 0:
+            small = {k: max(1, round(v * args.scale_small)) for k, v in sizes.items()}
+            small_dir = workload(env, small, args.changes, args.seed, "scaling")
+        for s in SCHEMAS.values():
+            drop_schema(env, s)
+
+        ceiling(env, results, load, changes, n_load, n_changes)
+        clones = [SCHEMAS["ref"]] + ([] if args.skip_kafka else [SCHEMAS["run"]])
+        configs = replay_contender(env, results, load, changes, n_changes, clones)
+        ref = {"at": 0, "config": configs[SCHEMAS["ref"]]}
+        if not args.skip_kafka:
+            run_contender(env, results, SCHEMAS["run"], changes, n_changes, run_id)
+            check(env, "run", results, SCHEMAS["run"], SCHEMAS["replay"],
+                  "denormd run after load + all changes")
+            drop_schema(env, SCHEMAS["run"])
+        trigger_contenders(env, results, load, changes, n_load, n_changes, ref)
+        if not args.skip_kafka:
+            freshness(env, results, changes, n_changes, ref, run_id)
+        if small_dir:
+            scaling(env, results, small_dir, n_changes)
+    except BenchError as e:
+        print(f"bench: error: {e}", file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        code = 130
+    finally:
+        if not args.keep_services:
+            try:
+                for s in SCHEMAS.values():
+                    drop_schema(env, s)
+            except BenchError:
+                pass
+            stop_services(env, started)
+    if code == 0 or results["contenders"]:
+        elapsed = time.time() - T0
+        table = report(env, results, args, sizes, locals().get("n_load", 0),
+                       locals().get("n_changes", 0)) if "n_load" in locals() else ""
+        print(table)
+        header = [
+            "# denormd benchmark: latest results", "",
+            f"- command: `{shlex.join(['bench/run.py'] + sys.argv[1:])}`",
+            f"- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        ]
+        mach = machine()
+        header.append(f"- machine: {mach['cpus']} CPUs ({mach['cpu']}), {mach['memory']} RAM, "
+                      f"Linux {mach['kernel']}")
+        header.append(f"- PostgreSQL: {results.get('pg_version', '?')}")
+        header.append(f"- total runtime: {elapsed / 60:.1f} min" + ("" if code == 0 else
+                                                                     f" (FAILED, exit {code})"))
+        header.append("")
+        os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
+        with open(args.results, "w") as fh:
+            fh.write("\n".join(header) + table + "\n")
+        with open(os.path.splitext(args.results)[0] + ".json", "w") as fh:
+            json.dump(results, fh, indent=1, default=str)
+        log(f"done in {elapsed / 60:.1f} min; results in {os.path.relpath(args.results, REPO)}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
