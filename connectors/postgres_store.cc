@@ -322,23 +322,18 @@ class PostgresTransaction : public StoreTransaction {
         type, out, relation, PgTextArray(targets), static_cast<int64_t>(limit));
   }
 
-  Status CountReferrersBefore(
-      const std::string& type, const std::string& relation,
-      const std::map<std::string, std::pair<std::string, std::string>>& bounds,
-      std::map<std::string, uint64_t>* out) override {
+  Status CountReferrersFrom(const std::string& type, const std::string& relation,
+                            const std::map<std::string, ReferrerBound>& bounds,
+                            std::map<std::string, uint64_t>* out) override {
     if (bounds.empty()) return Status::Ok();
-    std::vector<std::string> targets, sorts, ids;
-    for (const auto& bound : bounds) {
-      targets.push_back(bound.first);
-      sorts.push_back(HexEncode(bound.second.first));
-      ids.push_back(bound.second.second);
-    }
+    std::vector<std::string> targets, sorts, ids, unused;
+    BoundArrays(bounds, &targets, &sorts, &ids, &unused);
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
       rows = work_.exec_params(
           "select b.target, (select count(*) from " + schema_ +
               ".refs r where r.type = $1 and r.field = $2 and r.target = b.target"
-              " and (r.sort, r.id) < (decode(b.sort, 'hex'), b.id collate \"C\"))"
+              " and (r.sort, r.id) >= (decode(b.sort, 'hex'), b.id collate \"C\"))"
               " from unnest($3::text[], $4::text[], $5::text[]) b(target, sort, id)",
           type, relation, PgTextArray(targets), PgTextArray(sorts), PgTextArray(ids));
     }));
@@ -346,25 +341,38 @@ class PostgresTransaction : public StoreTransaction {
     return Status::Ok();
   }
 
-  Status LoadReferrersFrom(const std::string& type, const std::string& relation,
-                           const std::map<std::string, uint64_t>& offsets,
-                           std::vector<Referrer>* out) override {
-    if (offsets.empty()) return Status::Ok();
-    std::vector<std::string> targets, skips;
-    for (const auto& offset : offsets) {
-      targets.push_back(offset.first);
-      skips.push_back(std::to_string(offset.second));
-    }
+  Status LoadReferrersAround(const std::string& type, const std::string& relation,
+                             const std::map<std::string, ReferrerBound>& bounds,
+                             std::vector<Referrer>* out) override {
+    if (bounds.empty()) return Status::Ok();
+    std::vector<std::string> targets, sorts, ids, befores;
+    BoundArrays(bounds, &targets, &sorts, &ids, &befores);
+    // Two index range scans per group: backwards from the bound for the
+    // members that share its first bucket, forwards from it for the rest.
+    const std::string range = ".refs r where r.type = $1 and r.field = $2 and r.target = t.target"
+                              " and (r.sort, r.id) ";
+    const std::string bound = " (decode(t.sort, 'hex'), t.id collate \"C\")";
     return LoadReferrerRows(
         "loading referrers",
         "select t.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text"
-        " from unnest($3::text[], $4::bigint[]) t(target, skip) cross join lateral"
-        " (select r.sort, r.id from " +
-            schema_ +
-            ".refs r where r.type = $1 and r.field = $2 and r.target = t.target"
-            " order by r.sort, r.id offset t.skip) x join " +
-            schema_ + ".entities e on e.type = $1 and e.id = x.id",
-        type, out, relation, PgTextArray(targets), PgTextArray(skips));
+        " from unnest($3::text[], $4::text[], $5::text[], $6::bigint[]) t(target, sort, id, back)"
+        " cross join lateral ((select r.sort, r.id from " +
+            schema_ + range + "<" + bound + " order by r.sort desc, r.id desc limit t.back)"
+            " union all (select r.sort, r.id from " + schema_ + range + ">=" + bound + ")) x"
+            " join " + schema_ + ".entities e on e.type = $1 and e.id = x.id",
+        type, out, relation, PgTextArray(targets), PgTextArray(sorts), PgTextArray(ids),
+        PgTextArray(befores));
+  }
+
+  static void BoundArrays(const std::map<std::string, ReferrerBound>& bounds,
+                          std::vector<std::string>* targets, std::vector<std::string>* sorts,
+                          std::vector<std::string>* ids, std::vector<std::string>* befores) {
+    for (const auto& bound : bounds) {
+      targets->push_back(bound.first);
+      sorts->push_back(HexEncode(bound.second.sort));
+      ids->push_back(bound.second.id);
+      befores->push_back(std::to_string(bound.second.before));
+    }
   }
 
   Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,

@@ -250,7 +250,8 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatc
         next.data = event.data;
         break;
       case EventOp::kPatch: {
-        auto patched = std::make_shared<JsonDocument>(rapidjson::kObjectType);
+        auto patched = NewEntityJson();
+        patched->SetObject();
         if (IsLive(state)) patched->CopyFrom(*state->data, patched->GetAllocator());
         ApplyMergePatch(patched.get(), *event.data, patched->GetAllocator());
         next.data = std::move(patched);

@@ -420,18 +420,25 @@ Status DocumentBuilder::BuildBucketTails(
     std::map<std::string, std::vector<DocumentRow>>* rows) const {
   const ProjectionConfig& projection = plan_.config().projections[projection_index];
   const std::string relation = BucketRelation(projection);
-  std::map<std::string, std::pair<std::string, std::string>> keys;
-  for (const auto& bound : bounds) keys[bound.first] = {bound.second.sort, bound.second.id};
-  std::map<std::string, uint64_t> before;
-  DENORMD_RETURN_IF_ERROR(txn->CountReferrersBefore(projection.buckets, relation, keys, &before));
-  std::map<std::string, uint64_t> offsets;
+  // rank of the bound = members - members at or after it: both are cheap (a
+  // counter row, and an index range as long as the changed tail).
+  std::vector<std::string> groups;
+  std::map<std::string, StoreTransaction::ReferrerBound> keys;
   for (const auto& bound : bounds) {
-    uint64_t first = before[bound.first] / projection.size;
-    (*first_bucket)[bound.first] = first;
-    offsets[bound.first] = first * projection.size;
+    groups.push_back(bound.first);
+    keys[bound.first] = {bound.second.sort, bound.second.id, 0};
+  }
+  std::map<std::string, uint64_t> total, from;
+  DENORMD_RETURN_IF_ERROR(txn->CountReferrers(projection.buckets, relation, groups, &total));
+  DENORMD_RETURN_IF_ERROR(txn->CountReferrersFrom(projection.buckets, relation, keys, &from));
+  for (auto& key : keys) {
+    uint64_t rank = total[key.first] - std::min(total[key.first], from[key.first]);
+    uint64_t first = rank / projection.size;
+    (*first_bucket)[key.first] = first;
+    key.second.before = rank - first * projection.size;
   }
   std::vector<Referrer> members;
-  DENORMD_RETURN_IF_ERROR(txn->LoadReferrersFrom(projection.buckets, relation, offsets, &members));
+  DENORMD_RETURN_IF_ERROR(txn->LoadReferrersAround(projection.buckets, relation, keys, &members));
   std::map<std::string, std::vector<const Referrer*>> by_group;
   for (const Referrer& member : members) by_group[member.target].push_back(&member);
   for (const auto& bound : bounds) {

@@ -39,7 +39,7 @@ bool ContainsNul(const JsonValue& value) {
 }  // namespace
 
 Status DecodeEvent(const Config& config, const std::string& bytes, EntityEvent* out) {
-  auto doc = std::make_shared<JsonDocument>();
+  auto doc = NewEntityJson();
   DENORMD_RETURN_IF_ERROR(ParseJson(bytes, doc.get()));
   if (!doc->IsObject()) return Status::InvalidInput("an event must be a JSON object");
   if (ContainsNul(*doc)) {
@@ -80,7 +80,7 @@ Status DecodeEvent(const Config& config, const std::string& bytes, EntityEvent* 
       return Status::InvalidInput("op \"" + op + "\" needs a \"data\" object");
     }
     if (!data->value.IsObject()) return Status::InvalidInput("field \"data\" must be an object");
-    auto owned = std::make_shared<JsonDocument>();
+    auto owned = NewEntityJson();
     owned->CopyFrom(data->value, owned->GetAllocator());
     event.data = std::move(owned);
   }

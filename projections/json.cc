@@ -8,6 +8,15 @@
 
 namespace denormd {
 
+std::shared_ptr<JsonDocument> NewEntityJson() {
+  struct Holder {
+    rapidjson::MemoryPoolAllocator<> allocator{1024};
+    JsonDocument document{&allocator};
+  };
+  auto holder = std::make_shared<Holder>();
+  return std::shared_ptr<JsonDocument>(holder, &holder->document);  // shares the holder
+}
+
 Status ParseJson(const std::string& text, JsonDocument* out) {
   out->Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag>(
       text.data(), text.size());
@@ -20,7 +29,7 @@ Status ParseJson(const std::string& text, JsonDocument* out) {
 }
 
 Status ParseJsonShared(const std::string& text, JsonPtr* out) {
-  auto doc = std::make_shared<JsonDocument>();
+  auto doc = NewEntityJson();
   DENORMD_RETURN_IF_ERROR(ParseJson(text, doc.get()));
   *out = std::move(doc);
   return Status::Ok();

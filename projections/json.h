@@ -21,6 +21,12 @@ using JsonValue = rapidjson::Value;
 using JsonAllocator = rapidjson::Document::AllocatorType;
 using JsonPtr = std::shared_ptr<const JsonDocument>;
 
+// A new empty document for entity data, with a small-chunk allocator.
+// RapidJSON's default pool takes 64 KiB for the first value of any document;
+// a batch holds thousands of small entities, so that default alone would
+// cost hundreds of MiB.
+std::shared_ptr<JsonDocument> NewEntityJson();
+
 // Parses `text` (full-precision numbers). On failure returns InvalidInput
 // naming the error and its byte offset.
 Status ParseJson(const std::string& text, JsonDocument* out);

@@ -1,6 +1,7 @@
 #include "projections/memory_store.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace denormd {
 
@@ -67,44 +68,40 @@ class MemoryTransaction : public StoreTransaction {
                             std::vector<Referrer>* out) override {
     std::set<std::string> unique(targets.begin(), targets.end());
     for (const std::string& target : unique) {
-      std::vector<Referrer> all;
-      DENORMD_RETURN_IF_ERROR(LoadReferrersFrom(type, relation, {{target, 0}}, &all));
+      std::vector<Referrer> all = Ordered(type, relation, target);
       if (all.size() > limit) all.resize(limit);
       for (Referrer& r : all) out->push_back(std::move(r));
     }
     return Status::Ok();
   }
 
-  Status CountReferrersBefore(
-      const std::string& type, const std::string& relation,
-      const std::map<std::string, std::pair<std::string, std::string>>& bounds,
-      std::map<std::string, uint64_t>* out) override {
+  Status CountReferrersFrom(const std::string& type, const std::string& relation,
+                            const std::map<std::string, ReferrerBound>& bounds,
+                            std::map<std::string, uint64_t>* out) override {
     for (const auto& bound : bounds) {
       uint64_t& count = (*out)[bound.first];
       count = 0;
-      auto it = state_.index.find({type, relation, bound.first});
-      if (it == state_.index.end()) continue;
-      for (const auto& entry : it->second) {
-        if (entry >= bound.second) break;
-        if (!state_.entities.at({type, entry.second}).deleted) ++count;
+      for (const Referrer& r : Ordered(type, relation, bound.first)) {
+        if (std::tie(r.sort, r.entity.key.id) >= std::tie(bound.second.sort, bound.second.id)) {
+          ++count;
+        }
       }
     }
     return Status::Ok();
   }
 
-  Status LoadReferrersFrom(const std::string& type, const std::string& relation,
-                           const std::map<std::string, uint64_t>& offsets,
-                           std::vector<Referrer>* out) override {
-    for (const auto& offset : offsets) {
-      auto it = state_.index.find({type, relation, offset.first});
-      if (it == state_.index.end()) continue;
-      uint64_t rank = 0;
-      for (const auto& entry : it->second) {
-        const EntityRecord& record = state_.entities.at({type, entry.second});
-        if (record.deleted) continue;
-        if (rank++ < offset.second) continue;
-        out->push_back({offset.first, entry.first, record});
+  Status LoadReferrersAround(const std::string& type, const std::string& relation,
+                             const std::map<std::string, ReferrerBound>& bounds,
+                             std::vector<Referrer>* out) override {
+    for (const auto& bound : bounds) {
+      std::vector<Referrer> all = Ordered(type, relation, bound.first);
+      size_t first = 0;
+      while (first < all.size() && std::tie(all[first].sort, all[first].entity.key.id) <
+                                       std::tie(bound.second.sort, bound.second.id)) {
+        ++first;
       }
+      first -= std::min<size_t>(first, bound.second.before);
+      for (size_t i = first; i < all.size(); ++i) out->push_back(std::move(all[i]));
     }
     return Status::Ok();
   }
@@ -270,6 +267,19 @@ class MemoryTransaction : public StoreTransaction {
     if (a == b) return true;
     JsonDocument x, y;
     return ParseJson(a, &x).ok() && ParseJson(b, &y).ok() && JsonEquals(x, y);
+  }
+
+  // The live referrers of one target in (sort, id) order, with data.
+  std::vector<Referrer> Ordered(const std::string& type, const std::string& relation,
+                                const std::string& target) {
+    std::vector<Referrer> out;
+    auto it = state_.index.find({type, relation, target});
+    if (it == state_.index.end()) return out;
+    for (const auto& entry : it->second) {
+      const EntityRecord& record = state_.entities.at({type, entry.second});
+      if (!record.deleted) out.push_back({target, entry.first, record});
+    }
+    return out;
   }
 
   Status Referrers(const std::string& type, const std::string& field,

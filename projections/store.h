@@ -130,16 +130,22 @@ class StoreTransaction {
   virtual Status LoadFirstReferrers(const std::string& type, const std::string& relation,
                                     const std::vector<std::string>& targets, uint64_t limit,
                                     std::vector<Referrer>* out) = 0;
-  // For each target, how many of its referrers order before its (sort, id).
-  virtual Status CountReferrersBefore(
-      const std::string& type, const std::string& relation,
-      const std::map<std::string, std::pair<std::string, std::string>>& bounds,
-      std::map<std::string, uint64_t>* out) = 0;
-  // For each target, its referrers in (sort, id) order, skipping the first
-  // `offset` of them; with data.
-  virtual Status LoadReferrersFrom(const std::string& type, const std::string& relation,
-                                   const std::map<std::string, uint64_t>& offsets,
-                                   std::vector<Referrer>* out) = 0;
+  // Where a bucket group is read from: its changed members start at
+  // (sort, id), and `before` more members preceding that are wanted too.
+  struct ReferrerBound {
+    std::string sort;
+    std::string id;
+    uint64_t before = 0;
+  };
+  // For each target, how many of its referrers order at or after its bound.
+  virtual Status CountReferrersFrom(const std::string& type, const std::string& relation,
+                                    const std::map<std::string, ReferrerBound>& bounds,
+                                    std::map<std::string, uint64_t>* out) = 0;
+  // For each target, the `before` referrers just preceding its bound and all
+  // referrers from the bound on, with data; any order.
+  virtual Status LoadReferrersAround(const std::string& type, const std::string& relation,
+                                     const std::map<std::string, ReferrerBound>& bounds,
+                                     std::vector<Referrer>* out) = 0;
 
   // Live entity ids of `type` greater than `after`, ascending, at most `limit`.
   virtual Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
