@@ -608,6 +608,8 @@ def run_contender(env, results, config_schema, changes, n_changes, run_id):
             time.sleep(0.1)
         done = time.time()
         text = d.metrics()
+        with open(os.path.join(env.work, f"run-{run_id}.metrics"), "w") as fh:
+            fh.write(text)
     finally:
         code = d.stop()
     if code != 0:
@@ -664,6 +666,30 @@ def run_apply(env, schema, script, what):
             for k, v in json.loads(line).items():
                 counts[k] = counts.get(k, 0) + v
     return seconds, counts
+
+
+def apply_bounded(env, schema, lines, per_statement, budget, tag):
+    """Applies lines through the triggers, per_statement events per transaction, in
+    chunks of statements (one psql each, sized to last about 3 s) until all are done or
+    `budget` seconds have passed; a transaction is never cut. Returns (events applied,
+    seconds, status counts)."""
+    done, seconds, chunk_no = 0, 0.0, 0
+    counts = {"applied": 0, "stale": 0, "invalid": 0}
+    statements = 20 if per_statement == 1 else 1
+    while done < len(lines) and seconds < budget:
+        take = lines[done:done + statements * per_statement]
+        chunk_no += 1
+        script = write_apply_file(os.path.join(env.work, f"{tag}-{chunk_no}.sql"), take,
+                                  per_statement)
+        t, c = run_apply(env, schema, script, tag)
+        os.remove(script)
+        seconds += t
+        done += len(take)
+        for k, v in c.items():
+            counts[k] = counts.get(k, 0) + v
+        per_second = (len(take) / per_statement) / t if t > 0 else statements
+        statements = max(1, min(int(per_second * 3), 100_000))
+    return done, seconds, counts
 
 
 def trigger_load(env, schema, load, mode):
@@ -738,42 +764,55 @@ def trigger_contenders(env, results, load, changes, n_load, n_changes, ref):
     if total:
         ev["wrong"] = ba["wrong"] = total
 
-    n1 = min(args.trigger_sample, n_changes)
-    if n1 > 0:
-        script = write_apply_file(os.path.join(env.work, "triggers-event.sql"),
-                                  read_lines(changes, 0, n1), 1)
+    budget = args.trigger_seconds
+    n1 = 0
+    if args.trigger_sample > 0:
+        lines = read_lines(changes, 0, min(args.trigger_sample, n_changes))
         before = row_writes(env, schema)
         checkpoint(env)
-        log(f"triggers/event: the first {fmt_count(n1)} change events, one transaction each")
-        seconds, counts = run_apply(env, schema, script, "triggers per event")
+        log(f"triggers/event: up to {fmt_count(len(lines))} change events (or {budget:g} s), "
+            "one transaction each")
+        n1, seconds, counts = apply_bounded(env, schema, lines, 1, budget, "triggers-event")
         ev["changes"] = {"events": n1, "seconds": seconds, "rate": n1 / seconds, "sample": True,
-                         "counts": counts, "documents": row_writes(env, schema) - before}
-        log(f"triggers/event: {seconds:.1f} s, {n1 / seconds:,.0f} events/s ({counts})")
+                         "range": [0, n1], "counts": counts,
+                         "documents": row_writes(env, schema) - before}
+        log(f"triggers/event: {fmt_count(n1)} events in {seconds:.1f} s, "
+            f"{n1 / seconds:,.1f} events/s ({counts})")
         ref_advance(env, ref, changes, n1)
         check(env, "triggers_event", results, schema, SCHEMAS["ref"],
               f"triggers/event after load + {fmt_count(n1)} changes")
 
-    n2 = n_changes if args.trigger_batched_sample <= 0 else min(n_changes, n1 + args.trigger_batched_sample)
-    if n2 > n1:
-        script = write_apply_file(os.path.join(env.work, "triggers-batched.sql"),
-                                  read_lines(changes, n1, n2), 1000)
-        before = row_writes(env, schema)
-        checkpoint(env)
-        log(f"triggers/1000: change events [{fmt_count(n1)}, {fmt_count(n2)}), "
-            "transactions of 1,000")
-        seconds, counts = run_apply(env, schema, script, "triggers batched")
-        n = n2 - n1
-        ba["changes"] = {"events": n, "seconds": seconds, "rate": n / seconds,
-                         "sample": n2 < n_changes or n1 > 0, "range": [n1, n2],
-                         "counts": counts, "documents": row_writes(env, schema) - before}
-        log(f"triggers/1000: {seconds:.1f} s, {n / seconds:,.0f} events/s ({counts})")
-        if n2 == n_changes:
-            check(env, "triggers_batched", results, schema, SCHEMAS["replay"],
-                  "triggers/1000 after load + all changes")
-        else:
-            ref_advance(env, ref, changes, n2)
-            check(env, "triggers_batched", results, schema, SCHEMAS["ref"],
-                  f"triggers/1000 after load + {fmt_count(n2)} changes")
+    end = n_changes if args.trigger_batched_sample <= 0 else min(n_changes, n1 + args.trigger_batched_sample)
+    if end <= n1:
+        return
+    per_event = ev.get("changes", {}).get("rate")
+    if per_event and 1000 / per_event > 3 * budget:
+        note = (f"triggers/1000 not measured: one 1,000-event transaction would take about "
+                f"{1000 / per_event:,.0f} s at the per-event rate, over 3x --trigger-seconds "
+                f"({budget:g} s)")
+        log(note)
+        results["notes"].append(note)
+        ba["skipped"] = note
+        return
+    lines = read_lines(changes, n1, end)
+    before = row_writes(env, schema)
+    checkpoint(env)
+    log(f"triggers/1000: change events from {fmt_count(n1)}, up to {fmt_count(len(lines))} "
+        f"(or {budget:g} s), transactions of 1,000")
+    n, seconds, counts = apply_bounded(env, schema, lines, 1000, budget, "triggers-batched")
+    n2 = n1 + n
+    ba["changes"] = {"events": n, "seconds": seconds, "rate": n / seconds,
+                     "sample": n2 < n_changes or n1 > 0, "range": [n1, n2],
+                     "counts": counts, "documents": row_writes(env, schema) - before}
+    log(f"triggers/1000: {fmt_count(n)} events in {seconds:.1f} s, {n / seconds:,.1f} events/s "
+        f"({counts})")
+    if n2 == n_changes:
+        check(env, "triggers_batched", results, schema, SCHEMAS["replay"],
+              "triggers/1000 after load + all changes")
+    else:
+        ref_advance(env, ref, changes, n2)
+        check(env, "triggers_batched", results, schema, SCHEMAS["ref"],
+              f"triggers/1000 after load + {fmt_count(n2)} changes")
 
 
 def freshness(env, results, changes, n_changes, ref, run_id):
@@ -816,12 +855,16 @@ def freshness(env, results, changes, n_changes, ref, run_id):
                 raise BenchError("freshness: the daemon did not catch up:\n" + d.log_text()[-3000:])
             time.sleep(0.1)
         text = d.metrics()
+        with open(os.path.join(env.work, f"fresh-{run_id}.metrics"), "w") as fh:
+            fh.write(text)
     finally:
         d.stop()
     b = histogram(text, "denormd_event_age_seconds")
     f["count"] = b[-1][1] if b else 0
     f["p50"], f["p99"] = quantile(b, 0.50), quantile(b, 0.99)
     f["max"] = metric_value(text, "denormd_event_age_max_seconds")
+    if f["max"] is not None:  # interpolation within a bucket may overshoot the true maximum
+        f["p50"], f["p99"] = (min(q, f["max"]) if q is not None else None for q in (f["p50"], f["p99"]))
     f["rss_kib"] = d.rss_kib
     if not f["count"]:
         raise BenchError("freshness: denormd_event_age_seconds is empty (a daemon without the "
@@ -888,8 +931,8 @@ def report(env, results, args, sizes, n_load, n_changes):
             return f"WRONG: {r['wrong']} documents differ"
         p = r.get(phase)
         if not p:
-            return "—"
-        s = fmt_rate(p["rate"])
+            return "not measured (see notes)" if r.get("skipped") and phase == "changes" else "—"
+        s = fmt_rate(p["rate"]) if p["rate"] >= 100 else f"{p['rate']:.1f}"
         if phase == "changes" and p.get("sample"):
             a, b = p.get("range", [0, p["events"]])
             s += f" (events {fmt_count(a)}–{fmt_count(b)})"
@@ -948,12 +991,14 @@ def report(env, results, args, sizes, n_load, n_changes):
     te = C.get("triggers_event", {}).get("changes")
     if te:
         notes.append(f"triggers/event: measured on the first {fmt_count(te['events'])} change events "
-                     "(--trigger-sample); it is too slow for the whole stream.")
+                     f"(--trigger-sample {args.trigger_sample:,}, --trigger-seconds "
+                     f"{args.trigger_seconds:g}): too slow for the whole stream.")
     tb = C.get("triggers_batched", {}).get("changes")
     if tb and tb.get("sample"):
         a, b = tb["range"]
         notes.append(f"triggers/1000: measured on change events {fmt_count(a)}–{fmt_count(b)} "
-                     "(after triggers/event's sample, on the same store).")
+                     "(after triggers/event's sample, on the same store; --trigger-seconds "
+                     f"{args.trigger_seconds:g}).")
     tl = C.get("triggers_batched", {}).get("load")
     if tl and tl.get("mode") == "backfill":
         notes.append("triggers LOAD: source rows in bulk with the triggers off, then every document "
@@ -1058,10 +1103,15 @@ def main():
     g = p.add_argument_group("contenders")
     g.add_argument("--trigger-sample", type=int, default=5000, metavar="N",
                    help="change events for the one-transaction-per-event trigger baseline, "
-                        "measured on the first N events of the stream (default 5,000; 0: skip)")
+                        "measured on the first N events of the stream (default 5,000, fewer "
+                        "if --trigger-seconds runs out; 0: skip)")
     g.add_argument("--trigger-batched-sample", type=int, default=0, metavar="N",
                    help="change events for the 1,000-per-transaction trigger baseline, after "
                         "the per-event sample (default 0: the rest of the stream)")
+    g.add_argument("--trigger-seconds", type=float, default=60, metavar="S",
+                   help="time budget of each trigger baseline: it stops at the first "
+                        "transaction boundary after S seconds (default 60), and its rate is "
+                        "measured on the events it applied")
     g.add_argument("--trigger-load", choices=["backfill", "events"], default="backfill",
                    help="how the trigger contenders load: backfill (source rows in bulk with "
                         "the triggers off, then a set-based recompute of every document; "

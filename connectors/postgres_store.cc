@@ -342,7 +342,7 @@ class PostgresTransaction : public StoreTransaction {
   }
 
   Status LoadReferrersAround(const std::string& type, const std::string& relation,
-                             const std::map<std::string, ReferrerBound>& bounds,
+                             const std::map<std::string, ReferrerBound>& bounds, uint64_t limit,
                              std::vector<Referrer>* out) override {
     if (bounds.empty()) return Status::Ok();
     std::vector<std::string> targets, sorts, ids, befores;
@@ -358,10 +358,12 @@ class PostgresTransaction : public StoreTransaction {
         " from unnest($3::text[], $4::text[], $5::text[], $6::bigint[]) t(target, sort, id, back)"
         " cross join lateral ((select r.sort, r.id from " +
             schema_ + range + "<" + bound + " order by r.sort desc, r.id desc limit t.back)"
-            " union all (select r.sort, r.id from " + schema_ + range + ">=" + bound + ")) x"
+            " union all (select r.sort, r.id from " + schema_ + range + ">=" + bound +
+            " order by r.sort, r.id limit $7)) x"
             " join " + schema_ + ".entities e on e.type = $1 and e.id = x.id",
         type, out, relation, PgTextArray(targets), PgTextArray(sorts), PgTextArray(ids),
-        PgTextArray(befores));
+        PgTextArray(befores),
+        static_cast<int64_t>(limit == 0 ? INT64_MAX : limit));
   }
 
   static void BoundArrays(const std::map<std::string, ReferrerBound>& bounds,

@@ -10,6 +10,9 @@ namespace {
 
 constexpr size_t kUnitsPerChunk = 1000;
 constexpr int kAttemptsBeforeExclusive = 3;
+// Bucket groups whose tails are rebuilt together (each reads a bounded page
+// of members at a time).
+constexpr size_t kTailGroupsPerChunk = 50;
 
 std::string StreamKey(const SourcePosition& at) {
   return at.source + '\x1f' + std::to_string(at.partition);
@@ -387,7 +390,7 @@ Status BatchApplier::RecomputeUnits(StoreTransaction* txn, const UnitSet& units,
                                 : std::map<std::string, BucketBound>::const_iterator();
       if (group_bounds && bound != group_bounds->end()) {
         tails.insert(*bound);
-        if (tails.size() >= kUnitsPerChunk) {
+        if (tails.size() >= kTailGroupsPerChunk) {
           DENORMD_RETURN_IF_ERROR(RecomputeBucketTails(txn, entry.first, tails, stats));
           tails.clear();
         }
@@ -442,29 +445,18 @@ Status BatchApplier::RecomputeBucketTails(StoreTransaction* txn, size_t p,
                                           const std::map<std::string, BucketBound>& bounds,
                                           BatchStats* stats) const {
   const ProjectionConfig& projection = plan_.config().projections[p];
-  std::map<std::string, uint64_t> first;
-  std::map<std::string, std::vector<DocumentRow>> built;
-  DENORMD_RETURN_IF_ERROR(builder_.BuildBucketTails(txn, p, bounds, &first, &built));
-  stats->units_recomputed += bounds.size();
   std::vector<std::string> groups, keep;
-  std::vector<DocumentRow> rows;
-  for (auto& entry : built) {
-    groups.push_back(entry.first);
-    for (uint64_t n = 0; n < first[entry.first]; ++n) {
-      keep.push_back(entry.first + ":" + std::to_string(n));
-    }
-    for (DocumentRow& row : entry.second) {
-      keep.push_back(row.id);
-      rows.push_back(std::move(row));
-    }
-  }
+  for (const auto& bound : bounds) groups.push_back(bound.first);
   uint64_t written = 0, deleted = 0;
-  if (!rows.empty()) {
-    DENORMD_RETURN_IF_ERROR(
-        txn->UpsertDocuments(projection.collection, projection.name, rows, &written));
-  }
+  DENORMD_RETURN_IF_ERROR(builder_.BuildBucketTails(
+      txn, p, bounds,
+      [&](std::vector<DocumentRow>* rows) {
+        return txn->UpsertDocuments(projection.collection, projection.name, *rows, &written);
+      },
+      &keep));
   DENORMD_RETURN_IF_ERROR(txn->DeleteDocumentsExcept(projection.collection, projection.name,
                                                      groups, keep, &deleted));
+  stats->units_recomputed += bounds.size();
   stats->documents_written += written;
   stats->documents_deleted += deleted;
   return Status::Ok();

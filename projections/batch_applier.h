@@ -67,7 +67,8 @@ using BucketBounds = std::map<size_t, std::map<std::string, BucketBound>>;
 
 class BatchApplier {
  public:
-  explicit BatchApplier(const ProjectionPlan& plan) : plan_(plan), builder_(plan) {}
+  explicit BatchApplier(const ProjectionPlan& plan, uint64_t tail_page_rows = 2000)
+      : plan_(plan), builder_(plan, tail_page_rows) {}
 
   // Applies `batch` in one new transaction of `store` and commits, retrying
   // internally when another writer holds a lock it needs (see the .cc). On

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 namespace denormd {
 
@@ -416,36 +417,70 @@ Status DocumentBuilder::BuildBucketDocuments(
 
 Status DocumentBuilder::BuildBucketTails(
     StoreTransaction* txn, size_t projection_index,
-    const std::map<std::string, BucketBound>& bounds, std::map<std::string, uint64_t>* first_bucket,
-    std::map<std::string, std::vector<DocumentRow>>* rows) const {
+    const std::map<std::string, BucketBound>& bounds,
+    const std::function<Status(std::vector<DocumentRow>* rows)>& emit,
+    std::vector<std::string>* keep) const {
   const ProjectionConfig& projection = plan_.config().projections[projection_index];
   const std::string relation = BucketRelation(projection);
   // rank of the bound = members - members at or after it: both are cheap (a
   // counter row, and an index range as long as the changed tail).
   std::vector<std::string> groups;
-  std::map<std::string, StoreTransaction::ReferrerBound> keys;
+  std::map<std::string, StoreTransaction::ReferrerBound> pending;
   for (const auto& bound : bounds) {
     groups.push_back(bound.first);
-    keys[bound.first] = {bound.second.sort, bound.second.id, 0};
+    pending[bound.first] = {bound.second.sort, bound.second.id, 0};
   }
-  std::map<std::string, uint64_t> total, from;
+  std::map<std::string, uint64_t> total, from, next_bucket;
   DENORMD_RETURN_IF_ERROR(txn->CountReferrers(projection.buckets, relation, groups, &total));
-  DENORMD_RETURN_IF_ERROR(txn->CountReferrersFrom(projection.buckets, relation, keys, &from));
-  for (auto& key : keys) {
+  DENORMD_RETURN_IF_ERROR(txn->CountReferrersFrom(projection.buckets, relation, pending, &from));
+  for (auto& key : pending) {
     uint64_t rank = total[key.first] - std::min(total[key.first], from[key.first]);
-    uint64_t first = rank / projection.size;
-    (*first_bucket)[key.first] = first;
-    key.second.before = rank - first * projection.size;
+    next_bucket[key.first] = rank / projection.size;
+    key.second.before = rank - next_bucket[key.first] * projection.size;
   }
-  std::vector<Referrer> members;
-  DENORMD_RETURN_IF_ERROR(txn->LoadReferrersAround(projection.buckets, relation, keys, &members));
-  std::map<std::string, std::vector<const Referrer*>> by_group;
-  for (const Referrer& member : members) by_group[member.target].push_back(&member);
-  for (const auto& bound : bounds) {
-    std::vector<const Referrer*>& ordered = by_group[bound.first];
-    SortReferrers(&ordered);
-    AppendBuckets(projection, bound.first, (*first_bucket)[bound.first], ordered,
-                  &(*rows)[bound.first]);
+  // Read the tails in pages, so that memory stays bounded when a change near
+  // the start of a large group shifts every later bucket. A page's last
+  // member is re-read as the (inclusive) bound of the next page.
+  const uint64_t page = std::max<uint64_t>(tail_page_rows_, projection.size);
+  std::map<std::string, std::vector<Referrer>> carry;  // members of an unfinished bucket
+  std::set<std::string> continued;
+  while (!pending.empty()) {
+    std::vector<Referrer> loaded;
+    DENORMD_RETURN_IF_ERROR(
+        txn->LoadReferrersAround(projection.buckets, relation, pending, page, &loaded));
+    std::map<std::string, std::vector<const Referrer*>> by_group;
+    for (const Referrer& member : loaded) by_group[member.target].push_back(&member);
+    std::map<std::string, StoreTransaction::ReferrerBound> next_pending;
+    std::vector<DocumentRow> rows;
+    for (const auto& entry : pending) {
+      const std::string& group = entry.first;
+      std::vector<const Referrer*>& members = by_group[group];
+      SortReferrers(&members);
+      uint64_t forward = 0;
+      for (const Referrer* m : members) {
+        if (std::tie(m->sort, m->entity.key.id) >= std::tie(entry.second.sort, entry.second.id)) {
+          ++forward;
+        }
+      }
+      bool more = forward >= page;
+      if (more) next_pending[group] = {members.back()->sort, members.back()->entity.key.id, 0};
+      std::vector<Referrer>& pool = carry[group];
+      size_t skip = continued.count(group) && !members.empty() ? 1 : 0;  // the re-read bound
+      for (size_t i = skip; i < members.size(); ++i) pool.push_back(*members[i]);
+      size_t complete = more ? pool.size() / projection.size * projection.size : pool.size();
+      std::vector<const Referrer*> done;
+      for (size_t i = 0; i < complete; ++i) done.push_back(&pool[i]);
+      AppendBuckets(projection, group, next_bucket[group], done, &rows);
+      next_bucket[group] += (complete + projection.size - 1) / projection.size;
+      pool.erase(pool.begin(), pool.begin() + complete);
+    }
+    if (!rows.empty()) DENORMD_RETURN_IF_ERROR(emit(&rows));
+    continued.clear();
+    for (const auto& entry : next_pending) continued.insert(entry.first);
+    pending = std::move(next_pending);
+  }
+  for (const auto& entry : next_bucket) {
+    for (uint64_t n = 0; n < entry.second; ++n) keep->push_back(entry.first + ":" + std::to_string(n));
   }
   return Status::Ok();
 }

@@ -12,6 +12,7 @@
 #ifndef DENORMD_PROJECTIONS_DOCUMENT_BUILDER_H_
 #define DENORMD_PROJECTIONS_DOCUMENT_BUILDER_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,7 +53,10 @@ const JsonValue* OrderValue(const OrderBy& order_by, const std::string& id, cons
 
 class DocumentBuilder {
  public:
-  explicit DocumentBuilder(const ProjectionPlan& plan) : plan_(plan) {}
+  // `tail_page_rows`: members read per group and page when rebuilding bucket
+  // tails (small values exercise paging in tests).
+  explicit DocumentBuilder(const ProjectionPlan& plan, uint64_t tail_page_rows = 2000)
+      : plan_(plan), tail_page_rows_(tail_page_rows) {}
 
   // Computes the documents of `units` of projection `projection`. For each
   // unit, (*out)[unit] holds its documents: none when the root is gone (entity
@@ -61,12 +65,15 @@ class DocumentBuilder {
                std::map<std::string, std::vector<DocumentRow>>* out) const;
 
   // Incremental buckets: for each group, its documents from the bucket
-  // holding its bound on ((*first_bucket)[group]), reading only the members
-  // from there on. Earlier buckets are unchanged by definition of the bound.
+  // holding its bound on, reading only the members from there on, in pages
+  // handed to `emit` (which may consume the rows). Earlier buckets are
+  // unchanged by definition of the bound. *keep receives the ids of every
+  // document each group has now; others of these groups are to be deleted.
   Status BuildBucketTails(StoreTransaction* txn, size_t projection,
                           const std::map<std::string, BucketBound>& bounds,
-                          std::map<std::string, uint64_t>* first_bucket,
-                          std::map<std::string, std::vector<DocumentRow>>* rows) const;
+                          const std::function<Status(std::vector<DocumentRow>* rows)>& emit,
+                          std::vector<std::string>* keep) const;
+
 
  private:
   Status BuildEntityDocuments(StoreTransaction* txn, const ProjectionConfig& projection,
@@ -77,6 +84,7 @@ class DocumentBuilder {
                               std::map<std::string, std::vector<DocumentRow>>* out) const;
 
   const ProjectionPlan& plan_;
+  uint64_t tail_page_rows_;
 };
 
 }  // namespace denormd

@@ -91,7 +91,7 @@ class MemoryTransaction : public StoreTransaction {
   }
 
   Status LoadReferrersAround(const std::string& type, const std::string& relation,
-                             const std::map<std::string, ReferrerBound>& bounds,
+                             const std::map<std::string, ReferrerBound>& bounds, uint64_t limit,
                              std::vector<Referrer>* out) override {
     for (const auto& bound : bounds) {
       std::vector<Referrer> all = Ordered(type, relation, bound.first);
@@ -100,8 +100,9 @@ class MemoryTransaction : public StoreTransaction {
                                        std::tie(bound.second.sort, bound.second.id)) {
         ++first;
       }
+      size_t end = limit == 0 ? all.size() : std::min<size_t>(all.size(), first + limit);
       first -= std::min<size_t>(first, bound.second.before);
-      for (size_t i = first; i < all.size(); ++i) out->push_back(std::move(all[i]));
+      for (size_t i = first; i < end; ++i) out->push_back(std::move(all[i]));
     }
     return Status::Ok();
   }

@@ -141,11 +141,12 @@ class StoreTransaction {
   virtual Status CountReferrersFrom(const std::string& type, const std::string& relation,
                                     const std::map<std::string, ReferrerBound>& bounds,
                                     std::map<std::string, uint64_t>* out) = 0;
-  // For each target, the `before` referrers just preceding its bound and all
-  // referrers from the bound on, with data; any order.
+  // For each target, the `before` referrers just preceding its bound and the
+  // referrers from the bound on (at most `limit` of them; 0 = all), with
+  // data; any order.
   virtual Status LoadReferrersAround(const std::string& type, const std::string& relation,
                                      const std::map<std::string, ReferrerBound>& bounds,
-                                     std::vector<Referrer>* out) = 0;
+                                     uint64_t limit, std::vector<Referrer>* out) = 0;
 
   // Live entity ids of `type` greater than `after`, ascending, at most `limit`.
   virtual Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,

@@ -40,12 +40,14 @@ std::string RandomAt(std::mt19937& random) {
   }
 }
 
-TEST(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
+class IncrementalProperty : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
   std::vector<ConfigError> errors;
   std::optional<Config> config = ParseConfig(kConfig, "prop.yaml", &errors);
   ASSERT_TRUE(config.has_value()) << (errors.empty() ? "" : errors[0].ToString("prop.yaml"));
   ProjectionPlan plan(*config);
-  BatchApplier applier(plan);
+  BatchApplier applier(plan, /*tail_page_rows=*/GetParam());
   MemoryStore store;
   std::mt19937 random(7);
   int64_t position = 0;
@@ -85,6 +87,9 @@ TEST(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
   // The scenario did exercise the buckets: several pages exist.
   EXPECT_GT(store.state().collections.at("pages_up").size(), 5u);
 }
+
+// Bucket tails read in pages of 1 (clamped to the bucket size), 5 and 2000.
+INSTANTIATE_TEST_SUITE_P(TailPages, IncrementalProperty, ::testing::Values(1, 5, 2000));
 
 TEST(OrderKey, OrdersLikeTheContract) {
   JsonDocument doc;
