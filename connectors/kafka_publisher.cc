@@ -5,6 +5,8 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include "connectors/kafka_delivery.h"
+
 #include "connectors/event_log.h"
 #include "projections/json.h"
 
@@ -12,17 +14,6 @@ namespace denormd {
 
 namespace {
 
-class DeliveryCheck : public RdKafka::DeliveryReportCb {
- public:
-  void dr_cb(RdKafka::Message& message) override {
-    if (message.err() != RdKafka::ERR_NO_ERROR) {
-      failures++;
-      last_error = message.errstr();
-    }
-  }
-  uint64_t failures = 0;
-  std::string last_error;
-};
 
 // "type:id" when the line is an object with string type and id, else "".
 std::string KeyOf(const std::string& line) {
@@ -41,7 +32,7 @@ std::string KeyOf(const std::string& line) {
 
 Status PublishEventLog(const KafkaSourceConfig& kafka, const std::string& topic,
                        const std::string& path, uint64_t* published) {
-  DeliveryCheck deliveries;
+  DeliveryCounter deliveries;
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   std::string error;
   for (const auto& p : std::vector<std::pair<std::string, std::string>>{

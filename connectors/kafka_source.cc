@@ -7,6 +7,8 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include "connectors/kafka_delivery.h"
+
 #include "common/log.h"
 
 namespace denormd {
@@ -74,17 +76,6 @@ std::string KafkaStreamSource(const KafkaSourceConfig& kafka, const std::string&
   return "kafka:" + kafka.group + ":" + topic;
 }
 
-class DeliveryCounter : public RdKafka::DeliveryReportCb {
- public:
-  void dr_cb(RdKafka::Message& message) override {
-    if (message.err() != RdKafka::ERR_NO_ERROR) {
-      failures++;
-      last_error = message.errstr();
-    }
-  }
-  int failures = 0;
-  std::string last_error;
-};
 
 class KafkaEventSource::Rebalancer : public RdKafka::RebalanceCb {
  public:

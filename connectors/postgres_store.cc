@@ -58,6 +58,16 @@ void WriteString(JsonWriter& w, const std::string& s) {
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
+// The members "source", "partition" and "position" of a JSON row.
+void WritePositionMembers(JsonWriter& w, const SourcePosition& at) {
+  w.Key("source");
+  WriteString(w, at.source);
+  w.Key("partition");
+  w.Int(at.partition);
+  w.Key("position");
+  w.Int64(at.position);
+}
+
 std::string HexEncode(const std::string& bytes) {
   static const char kDigits[] = "0123456789abcdef";
   std::string out;
@@ -509,12 +519,7 @@ class PostgresTransaction : public StoreTransaction {
     w.StartArray();
     for (const PositionUpdate& update : updates) {
       w.StartObject();
-      w.Key("source");
-      WriteString(w, update.at.source);
-      w.Key("partition");
-      w.Int(update.at.partition);
-      w.Key("position");
-      w.Int64(update.at.position);
+      WritePositionMembers(w, update.at);
       w.Key("applied");
       w.Uint64(update.applied);
       w.Key("stale");
@@ -581,12 +586,7 @@ class PostgresTransaction : public StoreTransaction {
     w.StartArray();
     for (const DeadLetter& letter : letters) {
       w.StartObject();
-      w.Key("source");
-      WriteString(w, letter.at.source);
-      w.Key("partition");
-      w.Int(letter.at.partition);
-      w.Key("position");
-      w.Int64(letter.at.position);
+      WritePositionMembers(w, letter.at);
       w.Key("raw");
       WriteString(w, HexEncode(letter.raw));
       w.Key("reason");

@@ -40,6 +40,25 @@ std::string ReadFile(const std::string& path) {
   return out.str();
 }
 
+void PrintTo(const ArticleScenario& scenario, std::ostream* os) {
+  *os << scenario.events << " batch " << scenario.batch_size;
+}
+
+std::string ArticleScenarioName(const ArticleScenario& scenario) {
+  std::string name =
+      std::string(scenario.events).find("random") != std::string::npos ? "Random" : "Ordered";
+  return name + "Batch" + std::to_string(scenario.batch_size);
+}
+
+std::vector<ArticleScenario> AllArticleScenarios() {
+  std::vector<ArticleScenario> out;
+  for (const auto& files : {std::make_pair("events.jsonl", "expected.json"),
+                            std::make_pair("events-random.jsonl", "expected-random.json")}) {
+    for (size_t batch : {1, 7, 5000}) out.push_back({files.first, files.second, batch});
+  }
+  return out;
+}
+
 std::string DiffCollections(const Collections& actual, const std::string& expected_file) {
   JsonDocument expected;
   Status status = ParseJson(ReadFile(expected_file), &expected);

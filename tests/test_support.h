@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,18 @@ std::string SourcePath(const std::string& relative);
 
 // Whole contents of a file; fails the test (ADD_FAILURE) and returns "" if unreadable.
 std::string ReadFile(const std::string& path);
+
+// An article event log, its expected documents, and a batch size.
+struct ArticleScenario {
+  const char* events;    // file in tests/data/article
+  const char* expected;  // file in tests/data/article
+  size_t batch_size;
+};
+void PrintTo(const ArticleScenario& scenario, std::ostream* os);
+// "OrderedBatch7", "RandomBatch5000": a test name suffix.
+std::string ArticleScenarioName(const ArticleScenario& scenario);
+// The ordered and the random log, each at batch sizes 1, 7 and 5000.
+std::vector<ArticleScenario> AllArticleScenarios();
 
 // Documents by collection and id, as JSON text.
 using Collections = std::map<std::string, std::map<std::string, std::string>>;

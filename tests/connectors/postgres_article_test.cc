@@ -14,15 +14,7 @@ namespace {
 using testing::SourcePath;
 using testing::Sql;
 
-struct Scenario {
-  const char* events;
-  const char* expected;
-  size_t batch_size;
-};
-
-void PrintTo(const Scenario& s, std::ostream* os) {
-  *os << s.events << " batch " << s.batch_size;
-}
+using Scenario = testing::ArticleScenario;
 
 class PostgresArticleTest : public ::testing::TestWithParam<Scenario> {};
 
@@ -70,17 +62,9 @@ TEST_P(PostgresArticleTest, ReplayProducesExactlyTheExpectedTables) {
 
 INSTANTIATE_TEST_SUITE_P(
     BatchSizes, PostgresArticleTest,
-    ::testing::Values(Scenario{"events.jsonl", "expected.json", 1},
-                      Scenario{"events.jsonl", "expected.json", 7},
-                      Scenario{"events.jsonl", "expected.json", 5000},
-                      Scenario{"events-random.jsonl", "expected-random.json", 1},
-                      Scenario{"events-random.jsonl", "expected-random.json", 7},
-                      Scenario{"events-random.jsonl", "expected-random.json", 5000}),
+    ::testing::ValuesIn(testing::AllArticleScenarios()),
     [](const ::testing::TestParamInfo<Scenario>& info) {
-      std::string name = std::string(info.param.events).find("random") != std::string::npos
-                             ? "Random"
-                             : "Ordered";
-      return name + "Batch" + std::to_string(info.param.batch_size);
+      return testing::ArticleScenarioName(info.param);
     });
 
 TEST(PostgresDeadLetters, KeepReasonsThatSayWhatIsWrong) {

@@ -28,15 +28,7 @@ Collections CollectionsOf(const MemoryState& state) {
   return out;
 }
 
-struct Scenario {
-  const char* events;
-  const char* expected;
-  size_t batch_size;
-};
-
-void PrintTo(const Scenario& s, std::ostream* os) {
-  *os << s.events << " batch " << s.batch_size;
-}
+using Scenario = testing::ArticleScenario;
 
 class ArticleMemoryTest : public ::testing::TestWithParam<Scenario> {};
 
@@ -75,17 +67,9 @@ TEST_P(ArticleMemoryTest, ReplayProducesExactlyTheExpectedDocuments) {
 
 INSTANTIATE_TEST_SUITE_P(
     BatchSizes, ArticleMemoryTest,
-    ::testing::Values(Scenario{"events.jsonl", "expected.json", 1},
-                      Scenario{"events.jsonl", "expected.json", 7},
-                      Scenario{"events.jsonl", "expected.json", 5000},
-                      Scenario{"events-random.jsonl", "expected-random.json", 1},
-                      Scenario{"events-random.jsonl", "expected-random.json", 7},
-                      Scenario{"events-random.jsonl", "expected-random.json", 5000}),
+    ::testing::ValuesIn(testing::AllArticleScenarios()),
     [](const ::testing::TestParamInfo<Scenario>& info) {
-      std::string name = std::string(info.param.events).find("random") != std::string::npos
-                             ? "Random"
-                             : "Ordered";
-      return name + "Batch" + std::to_string(info.param.batch_size);
+      return testing::ArticleScenarioName(info.param);
     });
 
 }  // namespace
