@@ -1,5 +1,7 @@
 #include "connectors/postgres_store.h"
 
+#include "projections/projection_plan.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
@@ -716,7 +718,45 @@ Status PostgresStore::Connect() {
   });
 }
 
-Status PostgresStore::Open() {
+Status PostgresStore::Open(bool allow_stale_index) {
+  DENORMD_RETURN_IF_ERROR(CreateTables());
+  const std::string fingerprint = ProjectionPlan(config_).IndexFingerprint();
+  std::optional<std::string> stored;
+  bool has_entities = false;
+  DENORMD_RETURN_IF_ERROR(Guard("checking the reference index", [&] {
+    pqxx::work work(connection_->pq);
+    const std::string s = work.quote_name(config_.store.schema);
+    pqxx::result rows = work.exec("select value from " + s + ".meta where key = 'index'");
+    if (!rows.empty()) stored = rows[0][0].c_str();
+    has_entities = work.exec1("select exists (select 1 from " + s + ".entities)")[0].as<bool>();
+    if (!stored && !has_entities) {
+      // A new store: the index is built as events arrive.
+      work.exec_params("insert into " + s + ".meta (key, value) values ('index', $1)"
+                       " on conflict (key) do nothing", fingerprint);
+      stored = fingerprint;
+    }
+    work.commit();
+  }));
+  if (stored == fingerprint || allow_stale_index) return Status::Ok();
+  return Status::InvalidInput(
+      "the reference index of schema " + config_.store.schema +
+      " was built for other projections (their relations changed in the config); "
+      "run `denormd rebuild -c " + config_.path + "` once to rebuild it");
+}
+
+Status PostgresStore::MarkIndexCurrent() {
+  const std::string fingerprint = ProjectionPlan(config_).IndexFingerprint();
+  return Guard("recording the reference index", [&] {
+    pqxx::work work(connection_->pq);
+    work.exec_params("insert into " + work.quote_name(config_.store.schema) +
+                         ".meta (key, value) values ('index', $1)"
+                         " on conflict (key) do update set value = excluded.value",
+                     fingerprint);
+    work.commit();
+  });
+}
+
+Status PostgresStore::CreateTables() {
   DENORMD_RETURN_IF_ERROR(Connect());
   std::set<std::string> collections;
   for (const ProjectionConfig& projection : config_.projections) {
@@ -730,7 +770,7 @@ Status PostgresStore::Open() {
     pqxx::nontransaction work(connection_->pq);
     const std::string s = work.quote_name(config_.store.schema) + ".";
     std::vector<std::string> relations;
-    for (const char* table : {"entities", "refs", "refs_by_entity", "ref_counts", "positions", "locks",
+    for (const char* table : {"entities", "refs", "refs_by_entity", "ref_counts", "positions", "locks", "meta",
                               "writers", "dead_letters"}) {
       relations.push_back(s + table);
     }
@@ -772,6 +812,8 @@ Status PostgresStore::Open() {
               " updated_at timestamptz not null default now(), primary key (source, partition))");
     work.exec("create table if not exists " + s + ".locks (key bigint primary key)");
     work.exec("create table if not exists " + s + ".writers (note text)");
+    work.exec("create table if not exists " + s +
+              ".meta (key text primary key, value text not null)");
     work.exec("create table if not exists " + s +
               ".dead_letters (seq bigserial primary key, source text not null,"
               " partition integer not null, position bigint not null, raw bytea not null,"

@@ -46,8 +46,14 @@ class PostgresStore : public Store {
   ~PostgresStore() override;
 
   // Connects and creates the schema and tables that do not exist yet
-  // (idempotent; safe with several instances starting at once).
-  Status Open();
+  // (idempotent; safe with several instances starting at once). Then checks
+  // that the reference index was built for these projections: if the config
+  // changed its relations, Open fails with InvalidInput naming the fix
+  // (`denormd rebuild`), unless `allow_stale_index` (rebuild, status).
+  Status Open(bool allow_stale_index = false);
+
+  // Records that the reference index now matches the config (after rebuild).
+  Status MarkIndexCurrent();
 
   Status Begin(std::unique_ptr<StoreTransaction>* out) override;
 
@@ -61,6 +67,7 @@ class PostgresStore : public Store {
 
  private:
   Status Connect();
+  Status CreateTables();
   Status ProvisionLockRows(const std::string& key_array);
 
   const Config& config_;

@@ -206,7 +206,7 @@ struct Session {
   std::unique_ptr<PostgresStore> store;
 };
 
-int OpenSession(const Arguments& args, Session* session) {
+int OpenSession(const Arguments& args, Session* session, bool allow_stale_index = false) {
   std::optional<Config> config = LoadConfigOrReport(args.config_path);
   if (!config) return kExitUsage;
   session->config = std::move(*config);
@@ -216,8 +216,12 @@ int OpenSession(const Arguments& args, Session* session) {
   std::string connection =
       args.postgres ? *args.postgres : PostgresConnectionString(session->config);
   session->store = std::make_unique<PostgresStore>(session->config, connection);
-  Status status = session->store->Open();
+  Status status = session->store->Open(allow_stale_index);
   if (!status.ok()) {
+    if (status.IsInvalidInput()) {
+      std::cerr << "denormd " << args.command << ": " << status.message() << "\n";
+      return kExitUsage;
+    }
     std::cerr << "denormd: cannot open the store (" << (connection.empty() ? "libpq defaults" : connection)
               << "): " << status.message() << "\n";
     return kExitFailure;
@@ -286,7 +290,7 @@ int Replay(const Arguments& args) {
 
 int RebuildOrVerify(const Arguments& args, bool verify) {
   Session session;
-  if (int code = OpenSession(args, &session)) return code;
+  if (int code = OpenSession(args, &session, /*allow_stale_index=*/!verify)) return code;
   MaintenanceOptions options;
   options.projections = args.rest;
   bool progress = !args.quiet && isatty(STDERR_FILENO);
@@ -316,14 +320,21 @@ int RebuildOrVerify(const Arguments& args, bool verify) {
     std::cout << SecondsSince(start) << " s)\n";
     return kExitOk;
   }
+  // The reference index first: documents are computed through it.
+  uint64_t indexed = 0;
+  Status status = Reindex(*session.plan, session.store.get(), options, &indexed);
+  if (status.ok()) status = session.store->MarkIndexCurrent();
   BatchStats stats;
-  Status status = Rebuild(*session.plan, *session.applier, session.store.get(), options, &stats);
+  if (status.ok()) {
+    status = Rebuild(*session.plan, *session.applier, session.store.get(), options, &stats);
+  }
   if (progress) std::fprintf(stderr, "\n");
   if (!status.ok()) {
     std::cerr << "denormd rebuild: " << status.message() << "\n";
     return status.IsInvalidInput() ? kExitUsage : kExitFailure;
   }
-  std::cout << "rebuild: " << FormatCount(stats.units_recomputed) << " units recomputed, "
+  std::cout << "rebuild: " << FormatCount(indexed) << " entities reindexed, "
+            << FormatCount(stats.units_recomputed) << " units recomputed, "
             << FormatCount(stats.documents_written) << " documents written, "
             << FormatCount(stats.documents_deleted) << " deleted (" << std::fixed;
   std::cout.precision(2);
@@ -333,7 +344,7 @@ int RebuildOrVerify(const Arguments& args, bool verify) {
 
 int StatusCommand(const Arguments& args) {
   Session session;
-  if (int code = OpenSession(args, &session)) return code;
+  if (int code = OpenSession(args, &session, /*allow_stale_index=*/true)) return code;
   StoreSummary summary;
   Status status = session.store->Summarize(&summary);
   if (!status.ok()) {

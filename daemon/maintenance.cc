@@ -102,6 +102,42 @@ Status SelectProjections(const Config& config, const std::vector<std::string>& n
 
 }  // namespace
 
+Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
+               uint64_t* entities) {
+  for (const std::string& type : plan.config().entities) {
+    if (plan.ForType(type).relations.empty()) continue;
+    std::string after;
+    while (true) {
+      std::unique_ptr<StoreTransaction> txn;
+      DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
+      std::vector<std::string> ids;
+      DENORMD_RETURN_IF_ERROR(txn->ListEntityIds(type, after, options.page_size, &ids));
+      if (ids.empty()) break;
+      after = ids.back();
+      std::vector<EntityKey> keys;
+      std::vector<std::string> locks;
+      for (const std::string& id : ids) {
+        keys.push_back({type, id});
+        locks.push_back(EntityLockKey(type, id));
+      }
+      DENORMD_RETURN_IF_ERROR(txn->LockWriters(/*exclusive=*/false));
+      DENORMD_RETURN_IF_ERROR(txn->LockKeys(locks, StoreTransaction::LockMode::kWait));
+      std::vector<EntityRecord> records;
+      DENORMD_RETURN_IF_ERROR(txn->LoadEntities(keys, &records));
+      std::vector<EntityWrite> writes;
+      for (EntityRecord& record : records) {
+        std::vector<ReferenceRow> rows = ReferenceRowsOf(plan, record);
+        writes.push_back({std::move(record), std::move(rows)});
+      }
+      DENORMD_RETURN_IF_ERROR(txn->WriteEntities(writes));
+      DENORMD_RETURN_IF_ERROR(txn->Commit());
+      *entities += writes.size();
+      if (options.on_page) options.on_page("index: " + type, *entities);
+    }
+  }
+  return Status::Ok();
+}
+
 Status Rebuild(const ProjectionPlan& plan, const BatchApplier& applier, Store* store,
                const MaintenanceOptions& options, BatchStats* stats) {
   std::vector<size_t> selected;

@@ -24,6 +24,13 @@ struct MaintenanceOptions {
   std::function<void(const std::string& projection, uint64_t units)> on_page;
 };
 
+// Rewrites the reference index rows (and child counts) of every live entity
+// from the config's relations: needed when the config's projections changed
+// which relations exist. Pages of `page_size` entities, each in its own
+// transaction under the entities' locks.
+Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
+               uint64_t* entities);
+
 // Returns InvalidInput when a named projection does not exist.
 Status Rebuild(const ProjectionPlan& plan, const BatchApplier& applier, Store* store,
                const MaintenanceOptions& options, BatchStats* stats);

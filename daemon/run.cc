@@ -106,7 +106,7 @@ class Daemon {
         return kExitUsage;
       }
     }
-    if (!OpenStoreWithRetry()) return Shutdown(kExitOk);
+    if (!OpenStoreWithRetry()) return Shutdown(open_error_ ? kExitUsage : kExitOk);
     Status status = source_.Open();
     if (!status.ok()) {
       std::cerr << "denormd run: " << status.message() << "\n";
@@ -126,6 +126,12 @@ class Daemon {
   bool OpenStoreWithRetry() {
     for (int attempt = 1; !g_stop.load(); ++attempt) {
       Status status = store_.Open();
+      if (status.IsInvalidInput()) {  // the index needs a rebuild: waiting will not help
+        std::cerr << "denormd run: " << status.message() << "\n";
+        g_stop.store(true);
+        open_error_ = true;
+        return false;
+      }
       if (status.ok()) {
         health_.Set(true, "ok");
         metrics_.SetStoreHealthy(true);
@@ -278,6 +284,7 @@ class Daemon {
   KafkaEventSource source_;
   MetricsHttpServer http_;
   std::chrono::steady_clock::time_point last_lag_update_;
+  bool open_error_ = false;
 };
 
 }  // namespace

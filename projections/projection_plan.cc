@@ -1,5 +1,7 @@
 #include "projections/projection_plan.h"
 
+#include <algorithm>
+
 namespace denormd {
 
 ProjectionPlan::ProjectionPlan(const Config& config) : config_(config) {
@@ -53,6 +55,20 @@ void ProjectionPlan::AddRelation(const std::string& type, const Path* path, cons
     if (existing.name == relation.name) return;
   }
   relations.push_back(relation);
+}
+
+std::string ProjectionPlan::IndexFingerprint() const {
+  std::string out;
+  for (const auto& type : types_) {
+    if (type.second.relations.empty()) continue;
+    out += type.first + ":";
+    std::vector<std::string> names;
+    for (const Relation& relation : type.second.relations) names.push_back(relation.name);
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) out += " [" + name + "]";
+    out += "\n";
+  }
+  return out;
 }
 
 const EntityTypePlan& ProjectionPlan::ForType(const std::string& type) const {

@@ -63,6 +63,11 @@ class ProjectionPlan {
   explicit ProjectionPlan(const Config& config);
 
   const Config& config() const { return config_; }
+
+  // What the reference index holds, as text: each entity type with the names
+  // of its relations. An index built for another fingerprint lacks rows (or
+  // sort keys) the projections need, and must be rebuilt.
+  std::string IndexFingerprint() const;
   // The plan of `type`; an empty plan for a type no projection mentions.
   const EntityTypePlan& ForType(const std::string& type) const;
 

@@ -135,6 +135,34 @@ TEST(VerifyCli, NamesACorruptedDocumentAndRebuildRepairsIt) {
                                          SourcePath("tests/data/article/expected.json")));
 }
 
+TEST(RebuildCli, ChangedRelationsAreRefusedUntilRebuildReindexes) {
+  Config config;
+  std::string config_file = ArticleConfigFile(&config);
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", config_file,
+                           SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  // The same store, with the recent comments now ordered oldest first: the
+  // index holds no rows for that order yet.
+  std::string text = testing::ReadFile(config_file);
+  size_t at = text.find("order_by: -createdAt");
+  ASSERT_NE(std::string::npos, at);
+  text.replace(at, std::string("order_by: -createdAt").size(), "order_by: createdAt");
+  std::string changed = testing::WriteTempFile("changed.yaml", text);
+  EXPECT_EQ(2, RunDenormd({"replay", "-c", changed, SourcePath("tests/data/article/events.jsonl")},
+                          &output));
+  EXPECT_NE(std::string::npos, output.find("run `denormd rebuild -c " + changed)) << output;
+  EXPECT_EQ(2, RunDenormd({"verify", "-c", changed}, &output));
+
+  ASSERT_EQ(0, RunDenormd({"rebuild", "-c", changed}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("entities reindexed")) << output;
+  ASSERT_EQ(0, RunDenormd({"verify", "-c", changed}, &output)) << output;
+  std::vector<std::string> oldest = Sql("select doc->'recentComments'->0->>'id' from " +
+                                        config.store.schema + ".posts where id = 'p1'");
+  EXPECT_EQ(std::vector<std::string>({"c0001"}), oldest);
+}
+
 TEST(VerifyCli, UnknownProjectionIsAUsageError) {
   Config config;
   std::string config_file = ArticleConfigFile(&config);
