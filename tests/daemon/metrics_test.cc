@@ -183,6 +183,21 @@ TEST(MetricsTest, HistogramBucketsAreCumulative) {
   EXPECT_NEAR(sum, 0.003 + 0.005 + 0.02 + 0.3 + 0.3 + 4.0 + 20.0, 1e-9);
 }
 
+TEST(MetricsTest, EventAgesFillTheFreshnessHistogramAndItsMax) {
+  Metrics metrics;
+  metrics.ObserveEventAges({0.0005, 0.004, 0.004, 0.09, 0.12, -1.0});
+  metrics.ObserveEventAges({2.0});
+  std::string text = metrics.Render();
+  EXPECT_EQ(CheckExposition(text), "");
+  EXPECT_EQ(Sample(text, "denormd_event_age_seconds_bucket{le=\"0.001\"}"), "2");  // -1 counts as 0
+  EXPECT_EQ(Sample(text, "denormd_event_age_seconds_bucket{le=\"0.005\"}"), "4");
+  EXPECT_EQ(Sample(text, "denormd_event_age_seconds_bucket{le=\"0.1\"}"), "5");
+  EXPECT_EQ(Sample(text, "denormd_event_age_seconds_bucket{le=\"0.15\"}"), "6");
+  EXPECT_EQ(Sample(text, "denormd_event_age_seconds_bucket{le=\"+Inf\"}"), "7");
+  EXPECT_EQ(Sample(text, "denormd_event_age_seconds_count"), "7");
+  EXPECT_EQ(Sample(text, "denormd_event_age_max_seconds"), "2");
+}
+
 TEST(MetricsTest, NanDurationCountsTheBatchButIsNotObserved) {
   Metrics metrics;
   metrics.AddBatch(1, 0, 0, 1, 0, std::nan(""));
