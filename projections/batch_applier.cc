@@ -89,14 +89,32 @@ std::string BucketSortKey(const ProjectionConfig& projection, const EntityRecord
                   projection.order_by.descending);
 }
 
-void LowerBound(BucketBound candidate, std::map<std::string, BucketBound>* bounds,
-                const std::string& group) {
+void LowerBound(std::string sort, const std::string& id,
+                std::map<std::string, BucketBound>* bounds, const std::string& group) {
+  BucketBound candidate;
+  candidate.sort = std::move(sort);
+  candidate.id = id;
   auto it = bounds->find(group);
   if (it == bounds->end()) {
     bounds->emplace(group, std::move(candidate));
-  } else if (std::tie(candidate.sort, candidate.id) < std::tie(it->second.sort, it->second.id)) {
-    it->second = std::move(candidate);
+  } else if (!it->second.has_tail ||
+             std::tie(candidate.sort, candidate.id) < std::tie(it->second.sort, it->second.id)) {
+    it->second.has_tail = true;
+    it->second.sort = std::move(candidate.sort);
+    it->second.id = std::move(candidate.id);
   }
+}
+
+// A member that stays in place: only its own bucket changes.
+void AddPoint(std::string sort, const std::string& id, std::map<std::string, BucketBound>* bounds,
+              const std::string& group) {
+  auto it = bounds->find(group);
+  if (it == bounds->end()) {
+    BucketBound bound;
+    bound.has_tail = false;
+    it = bounds->emplace(group, std::move(bound)).first;
+  }
+  it->second.points.emplace_back(std::move(sort), id);
 }
 
 std::string Truncate(const std::string& text, size_t max = 300) {
@@ -297,16 +315,22 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatc
       const ProjectionConfig& projection = config.projections[p];
       auto old_group = GroupOf(projection.by, old_state);
       auto new_group = GroupOf(projection.by, new_state);
-      if (old_group != new_group ||
-          ViewChanged(projection.select, &projection.order_by, old_state, new_state)) {
+      if (old_group && new_group && *old_group == *new_group &&
+          BucketSortKey(projection, *old_state) == BucketSortKey(projection, *new_state)) {
+        if (ViewChanged(projection.select, &projection.order_by, old_state, new_state)) {
+          AddPoint(BucketSortKey(projection, *new_state), key.id, &bucket_bounds[p], *new_group);
+          units[p].insert(*new_group);
+        }
+      } else if (old_group != new_group ||
+                 ViewChanged(projection.select, &projection.order_by, old_state, new_state)) {
         if (old_group) {
           units[p].insert(*old_group);
-          LowerBound({BucketSortKey(projection, *old_state), key.id}, &bucket_bounds[p],
+          LowerBound(BucketSortKey(projection, *old_state), key.id, &bucket_bounds[p],
                      *old_group);
         }
         if (new_group) {
           units[p].insert(*new_group);
-          LowerBound({BucketSortKey(projection, *new_state), key.id}, &bucket_bounds[p],
+          LowerBound(BucketSortKey(projection, *new_state), key.id, &bucket_bounds[p],
                      *new_group);
         }
       }
@@ -445,8 +469,10 @@ Status BatchApplier::RecomputeBucketTails(StoreTransaction* txn, size_t p,
                                           const std::map<std::string, BucketBound>& bounds,
                                           BatchStats* stats) const {
   const ProjectionConfig& projection = plan_.config().projections[p];
-  std::vector<std::string> groups, keep;
-  for (const auto& bound : bounds) groups.push_back(bound.first);
+  std::vector<std::string> groups, keep;  // groups whose membership changed
+  for (const auto& bound : bounds) {
+    if (bound.second.has_tail) groups.push_back(bound.first);
+  }
   uint64_t written = 0, deleted = 0;
   DENORMD_RETURN_IF_ERROR(builder_.BuildBucketTails(
       txn, p, bounds,
@@ -454,8 +480,10 @@ Status BatchApplier::RecomputeBucketTails(StoreTransaction* txn, size_t p,
         return txn->UpsertDocuments(projection.collection, projection.name, *rows, &written);
       },
       &keep));
-  DENORMD_RETURN_IF_ERROR(txn->DeleteDocumentsExcept(projection.collection, projection.name,
-                                                     groups, keep, &deleted));
+  if (!groups.empty()) {
+    DENORMD_RETURN_IF_ERROR(txn->DeleteDocumentsExcept(projection.collection, projection.name,
+                                                       groups, keep, &deleted));
+  }
   stats->units_recomputed += bounds.size();
   stats->documents_written += written;
   stats->documents_deleted += deleted;

@@ -428,7 +428,7 @@ Status DocumentBuilder::BuildBucketTails(
   std::map<std::string, StoreTransaction::ReferrerBound> pending;
   for (const auto& bound : bounds) {
     groups.push_back(bound.first);
-    pending[bound.first] = {bound.second.sort, bound.second.id, 0};
+    if (bound.second.has_tail) pending[bound.first] = {bound.second.sort, bound.second.id, 0};
   }
   std::map<std::string, uint64_t> total, from, next_bucket;
   DENORMD_RETURN_IF_ERROR(txn->CountReferrers(projection.buckets, relation, groups, &total));
@@ -482,7 +482,66 @@ Status DocumentBuilder::BuildBucketTails(
   for (const auto& entry : next_bucket) {
     for (uint64_t n = 0; n < entry.second; ++n) keep->push_back(entry.first + ":" + std::to_string(n));
   }
-  return Status::Ok();
+  return BuildPointBuckets(txn, projection_index, bounds, total, emit);
+}
+
+Status DocumentBuilder::BuildPointBuckets(
+    StoreTransaction* txn, size_t projection_index,
+    const std::map<std::string, BucketBound>& bounds, std::map<std::string, uint64_t>& total,
+    const std::function<Status(std::vector<DocumentRow>* rows)>& emit) const {
+  const ProjectionConfig& projection = plan_.config().projections[projection_index];
+  const std::string relation = BucketRelation(projection);
+  // Points a tail does not cover, per group, in order.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> points;
+  for (const auto& bound : bounds) {
+    for (const auto& point : bound.second.points) {
+      if (bound.second.has_tail &&
+          std::tie(point.first, point.second) >= std::tie(bound.second.sort, bound.second.id)) {
+        continue;
+      }
+      points[bound.first].push_back(point);
+    }
+    std::sort(points[bound.first].begin(), points[bound.first].end());
+  }
+  // Round k rewrites the bucket of each group's k-th point (skipping points
+  // whose bucket an earlier round already wrote).
+  std::map<std::string, std::set<uint64_t>> written;
+  for (size_t k = 0;; ++k) {
+    std::map<std::string, StoreTransaction::ReferrerBound> round;
+    for (const auto& entry : points) {
+      if (k < entry.second.size()) {
+        round[entry.first] = {entry.second[k].first, entry.second[k].second, 0};
+      }
+    }
+    if (round.empty()) return Status::Ok();
+    std::map<std::string, uint64_t> from;
+    DENORMD_RETURN_IF_ERROR(txn->CountReferrersFrom(projection.buckets, relation, round, &from));
+    std::map<std::string, uint64_t> bucket_of;
+    for (auto it = round.begin(); it != round.end();) {
+      uint64_t rank = total[it->first] - std::min(total[it->first], from[it->first]);
+      uint64_t bucket = rank / projection.size;
+      if (!written[it->first].insert(bucket).second) {
+        it = round.erase(it);
+        continue;
+      }
+      bucket_of[it->first] = bucket;
+      it->second.before = rank - bucket * projection.size;
+      ++it;
+    }
+    std::vector<Referrer> loaded;
+    DENORMD_RETURN_IF_ERROR(txn->LoadReferrersAround(projection.buckets, relation, round,
+                                                     projection.size, &loaded));
+    std::map<std::string, std::vector<const Referrer*>> by_group;
+    for (const Referrer& member : loaded) by_group[member.target].push_back(&member);
+    std::vector<DocumentRow> rows;
+    for (const auto& entry : round) {
+      std::vector<const Referrer*>& members = by_group[entry.first];
+      SortReferrers(&members);
+      if (members.size() > projection.size) members.resize(projection.size);
+      AppendBuckets(projection, entry.first, bucket_of[entry.first], members, &rows);
+    }
+    if (!rows.empty()) DENORMD_RETURN_IF_ERROR(emit(&rows));
+  }
 }
 
 }  // namespace denormd

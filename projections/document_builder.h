@@ -24,9 +24,15 @@ namespace denormd {
 
 // The smallest (sort key, id) among the members of a bucket group that a
 // batch changed, before or after: buckets wholly before it are unchanged.
+//
+// `points` are members changed in place (same group, same sort key: only what
+// their bucket shows changed); a point before the bound, or any point when
+// there is no bound (`has_tail` false), rewrites just its own bucket.
 struct BucketBound {
+  bool has_tail = true;
   std::string sort;
   std::string id;
+  std::vector<std::pair<std::string, std::string>> points;  // (sort, id)
 };
 
 // The ids a reference field names: the string, or the string elements of the
@@ -82,6 +88,12 @@ class DocumentBuilder {
   Status BuildBucketDocuments(StoreTransaction* txn, const ProjectionConfig& projection,
                               const std::vector<std::string>& groups,
                               std::map<std::string, std::vector<DocumentRow>>* out) const;
+
+  // The buckets of in-place changes not covered by a tail (see BucketBound).
+  Status BuildPointBuckets(StoreTransaction* txn, size_t projection,
+                           const std::map<std::string, BucketBound>& bounds,
+                           std::map<std::string, uint64_t>& total,
+                           const std::function<Status(std::vector<DocumentRow>* rows)>& emit) const;
 
   const ProjectionPlan& plan_;
   uint64_t tail_page_rows_;

@@ -25,9 +25,9 @@ projections:
       byId: {embed: comment, via: postId, limit: 2, select: [id]}
       count: {count: comment, via: postId}
       ids: {ids: comment, via: postId}
-  pages_up:   {buckets: comment, by: postId, size: 3, order_by: at, select: [id, at]}
-  pages_down: {buckets: comment, by: postId, size: 4, order_by: -at, select: [id, at]}
-  pages_id:   {buckets: comment, by: postId, size: 2, select: [id]}
+  pages_up:   {buckets: comment, by: postId, size: 3, order_by: at, select: [id, at, text]}
+  pages_down: {buckets: comment, by: postId, size: 4, order_by: -at, select: [id, at, text]}
+  pages_id:   {buckets: comment, by: postId, size: 2, select: [id, text]}
 )";
 
 std::string RandomAt(std::mt19937& random) {
@@ -58,13 +58,17 @@ TEST_P(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
       std::string id = "c" + std::to_string(random() % 40);
       std::string post = "p" + std::to_string(random() % 3);
       std::string json;
-      switch (random() % 5) {
+      switch (random() % 6) {
         case 0:
           json = R"({"type":"comment","id":")" + id + R"(","op":"delete"})";
           break;
         case 1:
           json = R"({"type":"comment","id":")" + id + R"(","op":"patch","data":{)" +
                  RandomAt(random) + R"("postId":")" + post + R"("}})";
+          break;
+        case 2:  // in place: only what the buckets show changes
+          json = R"({"type":"comment","id":")" + id + R"(","op":"patch","data":{"text":")" +
+                 std::to_string(random() % 3) + R"("}})";
           break;
         default:
           json = R"({"type":"comment","id":")" + id + R"(","op":"upsert","data":{)" +
