@@ -55,7 +55,9 @@ Status PublishEventLog(const KafkaSourceConfig& kafka, const std::string& topic,
   bool eof = false;
   while (!eof) {
     std::vector<RawEvent> events;
-    DENORMD_RETURN_IF_ERROR(reader.Read(10000, &events, &eof));
+    // From stdin each line is sent as soon as it is read (a live feed);
+    // from a file, in chunks.
+    DENORMD_RETURN_IF_ERROR(reader.Read(path == "-" ? 1 : 10000, &events, &eof));
     for (const RawEvent& event : events) {
       std::string key = KeyOf(event.bytes);
       while (true) {
