@@ -149,6 +149,15 @@ Config LoadTestConfig(const std::string& relative_path, const std::string& schem
   return *config;
 }
 
+ArticleOnPostgres::ArticleOnPostgres()
+    : config(LoadTestConfig("tests/data/article/config.yaml", TestSchemaName())),
+      plan(std::make_unique<ProjectionPlan>(config)),
+      applier(std::make_unique<BatchApplier>(*plan)),
+      store(std::make_unique<PostgresStore>(config, config.store.postgres)) {
+  Status status = store->Open();
+  EXPECT_TRUE(status.ok()) << status.ToString();
+}
+
 Collections ReadCollections(const Config& config) {
   Collections out;
   std::set<std::string> collections;

@@ -6,11 +6,14 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
+#include "connectors/postgres_store.h"
+#include "projections/batch_applier.h"
 
 namespace denormd {
 namespace testing {
@@ -54,6 +57,20 @@ std::string TestSchemaName();
 // Loads a config from the source tree, sets its schema to `schema` and drops
 // that schema (CASCADE) in the test database so the test starts clean.
 Config LoadTestConfig(const std::string& relative_path, const std::string& schema);
+
+// The article config on a fresh schema of the test database (named after the
+// running test), with its plan, a batch applier and an opened store. The
+// test fails if the store does not open. Not copyable: the plan borrows
+// `config`.
+struct ArticleOnPostgres {
+  ArticleOnPostgres();
+  ArticleOnPostgres(const ArticleOnPostgres&) = delete;
+  ArticleOnPostgres& operator=(const ArticleOnPostgres&) = delete;
+  Config config;
+  std::unique_ptr<ProjectionPlan> plan;
+  std::unique_ptr<BatchApplier> applier;
+  std::unique_ptr<PostgresStore> store;
+};
 
 // Every collection table of `config`'s schema, read with plain SQL.
 Collections ReadCollections(const Config& config);

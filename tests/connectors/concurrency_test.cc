@@ -29,14 +29,10 @@ TEST(Concurrency, HotAuthorsRenamedWhileBooksArriveNeverLeaveStaleCopies) {
   constexpr int kHotAuthors = 4;
   constexpr int kWriters = 3;
   constexpr int kBatchesPerWriter = 60;
-  Config config = testing::LoadTestConfig("tests/data/article/config.yaml",
-                                          testing::TestSchemaName());
-  ProjectionPlan plan(config);
-  BatchApplier applier(plan);
-  {
-    PostgresStore setup(config, config.store.postgres);
-    ASSERT_TRUE(setup.Open().ok());
-  }
+  testing::ArticleOnPostgres article;  // creates the schema
+  const Config& config = article.config;
+  const ProjectionPlan& plan = *article.plan;
+  const BatchApplier& applier = *article.applier;
   std::atomic<int> failures{0};
   std::atomic<int> retries{0};
   auto writer = [&](int w) {

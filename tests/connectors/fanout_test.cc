@@ -15,12 +15,10 @@ namespace {
 TEST(FanOut, RenamingAnAuthorRewritesExactlyItsBooks) {
   constexpr int kBooksOfHotAuthor = 100000;
   constexpr int kOtherBooks = 500;
-  Config config = testing::LoadTestConfig("tests/data/article/config.yaml",
-                                          testing::TestSchemaName());
-  ProjectionPlan plan(config);
-  BatchApplier applier(plan);
-  PostgresStore store(config, config.store.postgres);
-  ASSERT_TRUE(store.Open().ok());
+  testing::ArticleOnPostgres article;
+  const Config& config = article.config;
+  const BatchApplier& applier = *article.applier;
+  PostgresStore& store = *article.store;
 
   std::string load_text;
   load_text += R"({"type":"author","id":"hot","op":"upsert","version":1,"data":{"firstName":"Hot","lastName":"Author"}})" "\n";

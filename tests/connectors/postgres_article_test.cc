@@ -20,12 +20,11 @@ class PostgresArticleTest : public ::testing::TestWithParam<Scenario> {};
 
 TEST_P(PostgresArticleTest, ReplayProducesExactlyTheExpectedTables) {
   const Scenario& scenario = GetParam();
-  Config config = testing::LoadTestConfig("tests/data/article/config.yaml",
-                                          testing::TestSchemaName());
-  ProjectionPlan plan(config);
-  BatchApplier applier(plan);
-  PostgresStore store(config, config.store.postgres);
-  ASSERT_TRUE(store.Open().ok());
+  testing::ArticleOnPostgres article;
+  const Config& config = article.config;
+  const ProjectionPlan& plan = *article.plan;
+  const BatchApplier& applier = *article.applier;
+  PostgresStore& store = *article.store;
   std::string events = SourcePath(std::string("tests/data/article/") + scenario.events);
   std::string expected = SourcePath(std::string("tests/data/article/") + scenario.expected);
   ReplayOptions options;
@@ -68,12 +67,11 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(PostgresDeadLetters, KeepReasonsThatSayWhatIsWrong) {
-  Config config = testing::LoadTestConfig("tests/data/article/config.yaml",
-                                          testing::TestSchemaName());
-  ProjectionPlan plan(config);
-  BatchApplier applier(plan);
-  PostgresStore store(config, config.store.postgres);
-  ASSERT_TRUE(store.Open().ok());
+  testing::ArticleOnPostgres article;
+  const Config& config = article.config;
+  const ProjectionPlan& plan = *article.plan;
+  const BatchApplier& applier = *article.applier;
+  PostgresStore& store = *article.store;
   ReplayReport report;
   ASSERT_TRUE(ReplayLog(config, applier, &store, SourcePath("tests/data/article/events.jsonl"),
                         ReplayOptions(), &report)
