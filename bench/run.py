@@ -51,6 +51,7 @@ from datetime import datetime, timezone
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
+sys.dont_write_bytecode = True  # no bench/__pycache__
 import kafka_produce  # noqa: E402  (bench/kafka_produce.py)
 
 COLLECTIONS = ["authors", "books", "posts", "post_comments"]
@@ -400,26 +401,36 @@ def create_denormd_schema(env, schema):
     return config
 
 
-def clone_schema(env, src, dst, exclude=("positions", "dead_letters")):
-    """Copies every table's rows from src into dst (which denormd created empty)."""
+def clone_schemas(env, src, dsts, exclude=("positions", "dead_letters")):
+    """Copies every table's rows from src into each of dsts (which denormd created empty),
+    the copies running side by side (untimed), then VACUUM ANALYZE."""
     tables = [r[0] for r in env.query(
         f"select tablename from pg_tables where schemaname = '{src}' order by tablename")]
-    stmts = ["begin;", "set local session_replication_role = replica;"]
-    for t in tables:
-        if t in exclude:
-            continue
-        cols = [r[0] for r in env.query(
-            f"select column_name from information_schema.columns where table_schema = '{src}' "
-            f"and table_name = '{t}' and is_generated = 'NEVER' order by ordinal_position")]
-        collist = ", ".join(f'"{c}"' for c in cols)
-        stmts.append(f'delete from "{dst}"."{t}";')  # e.g. what denormd wrote on creating it
-        stmts.append(f'insert into "{dst}"."{t}" ({collist}) select {collist} from "{src}"."{t}";')
-    stmts.append("commit;")
-    path = os.path.join(env.work, f"clone-{dst}.sql")
-    with open(path, "w") as f:
-        f.write("\n".join(stmts) + "\n")
-    env.psql(file=path, what=f"clone {src} into {dst}")
-    vacuum_analyze(env, dst)
+    procs = []
+    for dst in dsts:
+        stmts = ["begin;", "set local session_replication_role = replica;"]
+        for t in tables:
+            if t in exclude:
+                continue
+            cols = [r[0] for r in env.query(
+                f"select column_name from information_schema.columns where table_schema = '{src}' "
+                f"and table_name = '{t}' and is_generated = 'NEVER' order by ordinal_position")]
+            collist = ", ".join(f'"{c}"' for c in cols)
+            stmts.append(f'delete from "{dst}"."{t}";')  # e.g. what denormd wrote on creating it
+            stmts.append(f'insert into "{dst}"."{t}" ({collist}) select {collist} from "{src}"."{t}";')
+        stmts.append("commit;")
+        path = os.path.join(env.work, f"clone-{dst}.sql")
+        with open(path, "w") as f:
+            f.write("\n".join(stmts) + "\n")
+        cmd = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", env.pg_url, "-f", path]
+        procs.append((dst, cmd, subprocess.Popen(cmd, env=env.env, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.PIPE, text=True)))
+    for dst, cmd, p in procs:
+        out, err = p.communicate()
+        if p.returncode != 0:
+            raise BenchError(f"clone {src} into {dst} failed: {shlex.join(cmd)}\n{err[-3000:]}")
+    for dst in dsts:
+        vacuum_analyze(env, dst)
 
 
 # ----------------------------------------------------------------------------
@@ -475,10 +486,11 @@ def replay_contender(env, results, load, changes, n_changes, clones):
         f"peak RSS {r['load']['rss_kib'] // 1024} MiB")
     vacuum_analyze(env, schema)
     configs = {}
-    for clone in clones:
-        log(f"cloning the loaded store into {clone} (untimed)")
-        configs[clone] = create_denormd_schema(env, clone)
-        clone_schema(env, schema, clone)
+    if clones:
+        log(f"copying the loaded store into {', '.join(clones)} (untimed)")
+        for clone in clones:
+            configs[clone] = create_denormd_schema(env, clone)
+        clone_schemas(env, schema, clones)
     checkpoint(env)
     log(f"denormd replay: changes ({fmt_count(n_changes)} events)")
     r["changes"] = denormd_replay(env, schema, config, changes, "denormd replay (changes)")
@@ -688,7 +700,7 @@ def apply_bounded(env, schema, lines, per_statement, budget, tag):
     seconds, status counts)."""
     done, seconds, chunk_no = 0, 0.0, 0
     counts = {"applied": 0, "stale": 0, "invalid": 0}
-    statements = 20 if per_statement == 1 else 1
+    statements = 5 if per_statement == 1 else 1
     while done < len(lines) and seconds < budget:
         take = lines[done:done + statements * per_statement]
         chunk_no += 1
@@ -879,6 +891,12 @@ def freshness(env, results, changes, n_changes, ref, run_id):
     if f["max"] is not None:  # interpolation within a bucket may overshoot the true maximum
         f["p50"], f["p99"] = (min(q, f["max"]) if q is not None else None for q in (f["p50"], f["p99"]))
     f["rss_kib"] = d.rss_kib
+    batches = metric_value(text, "denormd_batch_duration_seconds_count") or 0
+    f["batches"] = int(batches)
+    f["batch_seconds_mean"] = (metric_value(text, "denormd_batch_duration_seconds_sum") or 0) / batches \
+        if batches else None
+    f["documents_per_event"] = (metric_value(text, "denormd_documents_written_total") or 0) / sent \
+        if sent else None
     if f["count"] and f["count"] != f["sent"]:
         results["notes"].append(f"freshness: the histogram holds {f['count']} events for "
                                 f"{f['sent']} produced")
@@ -1034,16 +1052,21 @@ def report(env, results, args, sizes, n_load, n_changes):
                      f"{f['sent'] / f['elapsed']:,.0f} events/s ({f['how']}) for {f['elapsed']:.0f} s: "
                      f"p50 {f['p50'] * 1000:.1f} ms, p99 {f['p99'] * 1000:.1f} ms, "
                      f"max {f['max'] * 1000:.1f} ms (from denormd_event_age_seconds; quantiles "
-                     "interpolated within histogram buckets).")
+                     "interpolated within histogram buckets). The daemon committed "
+                     f"{f['batches']:,} batches, {f['batch_seconds_mean'] * 1000:,.0f} ms each on "
+                     f"average, {f['documents_per_event']:.2f} documents written per event.")
     else:
         lines.append("Freshness: not measured" + (" (--skip-kafka)." if args.skip_kafka else "."))
     s = results.get("scaling")
     large = rate_of("replay", "changes")
     if s and large:
+        sc, lc = s["changes"], C["replay"]["changes"]
         lines.append(f"Scaling (denormd replay, {fmt_count(n_changes)} change events): store of "
-                     f"{fmt_count(s['entities'])} entities: {s['changes']['rate']:,.0f} events/s; "
-                     f"store of {fmt_count(C['replay']['entities'])} entities: {large:,.0f} events/s "
-                     f"(ratio {large / s['changes']['rate']:.2f}).")
+                     f"{fmt_count(s['entities'])} entities: {sc['rate']:,.0f} events/s, "
+                     f"{sc['documents'] / sc['events']:.2f} documents written per event; "
+                     f"store of {fmt_count(C['replay']['entities'])} entities: {large:,.0f} events/s, "
+                     f"{lc['documents'] / lc['events']:.2f} documents written per event "
+                     f"(events/s ratio {large / sc['rate']:.2f}).")
     lines.append("")
 
     # Targets: reported, not asserted.
@@ -1148,9 +1171,11 @@ def main():
     g.add_argument("--state-dir", default=os.path.join(REPO, ".local", "bench"),
                    help="DENORMD_STATE_DIR of the benchmark's own PostgreSQL and Kafka "
                         "(default .local/bench)")
-    g.add_argument("--pg-port", type=int, default=55440)
-    g.add_argument("--kafka-port", type=int, default=19240)
-    g.add_argument("--metrics-port", type=int, default=19464)
+    g.add_argument("--pg-port", type=int, default=55440, help="default 55440")
+    g.add_argument("--kafka-port", type=int, default=19240,
+                   help="default 19240 (the controller takes the next port too)")
+    g.add_argument("--metrics-port", type=int, default=19464,
+                   help="denormd run's /metrics during the run (default 19464)")
     g.add_argument("--stall-seconds", type=float, default=300,
                    help="give up on denormd run after this long without progress (default 300)")
     g.add_argument("--no-build", action="store_true",
@@ -1224,7 +1249,7 @@ def main():
         header.append(f"- PostgreSQL: {results.get('pg_version', '?')}")
         header.append(f"- total runtime: {elapsed / 60:.1f} min" + ("" if code == 0 else
                                                                      f" (FAILED, exit {code})"))
-        header.append("")
+        header += ["", ""]
         os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
         with open(args.results, "w") as fh:
             fh.write("\n".join(header) + table + "\n")
