@@ -995,6 +995,14 @@ bool Config::HasEntity(const std::string& type) const {
   return std::find(entities.begin(), entities.end(), type) != entities.end();
 }
 
+std::vector<std::string> Config::CollectionNames() const {
+  std::vector<std::string> names;
+  for (const ProjectionConfig& projection : projections) names.push_back(projection.collection);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
 const ProjectionConfig* Config::FindProjection(const std::string& name) const {
   for (const ProjectionConfig& projection : projections) {
     if (projection.name == name) return &projection;

@@ -169,6 +169,8 @@ struct Config {
   std::vector<ProjectionConfig> projections;  // in file order
 
   bool HasEntity(const std::string& type) const;
+  // The distinct collection (table) names of the projections, ascending.
+  std::vector<std::string> CollectionNames() const;
   const ProjectionConfig* FindProjection(const std::string& name) const;
 };
 

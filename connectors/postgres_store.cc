@@ -758,10 +758,7 @@ Status PostgresStore::MarkIndexCurrent() {
 
 Status PostgresStore::CreateTables() {
   DENORMD_RETURN_IF_ERROR(Connect());
-  std::set<std::string> collections;
-  for (const ProjectionConfig& projection : config_.projections) {
-    collections.insert(projection.collection);
-  }
+  const std::vector<std::string> collections = config_.CollectionNames();
   // Fast path: everything exists. CREATE INDEX IF NOT EXISTS takes a share
   // lock on its table even when the index exists, which would make a start
   // wait for (and stall) the batches of running instances.
@@ -858,10 +855,7 @@ Status PostgresStore::ProvisionLockRows(const std::string& key_array) {
 
 Status PostgresStore::Summarize(StoreSummary* out) {
   DENORMD_RETURN_IF_ERROR(Connect());
-  std::set<std::string> collections;
-  for (const ProjectionConfig& projection : config_.projections) {
-    collections.insert(projection.collection);
-  }
+  const std::vector<std::string> collections = config_.CollectionNames();
   return Guard("reading the status", [&] {
     pqxx::read_transaction work(connection_->pq);
     const std::string s = work.quote_name(config_.store.schema);

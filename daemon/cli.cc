@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "config/config.h"
 #include "connectors/kafka_publisher.h"
+#include "connectors/kafka_source.h"
 #include "connectors/postgres_store.h"
 #include "daemon/maintenance.h"
 #include "daemon/replay.h"
@@ -190,10 +191,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 int Check(const Arguments& args) {
   std::optional<Config> config = LoadConfigOrReport(args.config_path);
   if (!config) return kExitUsage;
-  std::set<std::string> collections;
-  for (const ProjectionConfig& p : config->projections) collections.insert(p.collection);
   std::cout << args.config_path << ": ok: " << config->entities.size() << " entity types, "
-            << config->projections.size() << " projections into " << collections.size()
+            << config->projections.size() << " projections into "
+            << config->CollectionNames().size()
             << " collections in schema " << config->store.schema << "\n";
   return kExitOk;
 }
@@ -354,7 +354,7 @@ int StatusCommand(const Arguments& args) {
   std::map<std::string, int64_t> end_offsets;
   std::string lag_error;
   if (session.config.kafka) {
-    Status lag = FetchKafkaEndOffsets(session.config, &end_offsets);
+    Status lag = QueryKafkaEndOffsets(session.config, &end_offsets);
     if (!lag.ok()) lag_error = lag.message();
   }
   std::cout << "schema " << session.config.store.schema << "\n\nstreams:\n";

@@ -295,8 +295,4 @@ int RunDaemon(const Config& config, const RunOptions& options) {
   return daemon.Run();
 }
 
-Status FetchKafkaEndOffsets(const Config& config, std::map<std::string, int64_t>* out) {
-  return QueryKafkaEndOffsets(config, out);
-}
-
 }  // namespace denormd

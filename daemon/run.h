@@ -2,7 +2,6 @@
 #ifndef DENORMD_DAEMON_RUN_H_
 #define DENORMD_DAEMON_RUN_H_
 
-#include <map>
 #include <string>
 
 #include "common/status.h"
@@ -18,10 +17,6 @@ struct RunOptions {
 
 // Runs until SIGTERM/SIGINT; returns the process exit code.
 int RunDaemon(const Config& config, const RunOptions& options);
-
-// The end offsets ("high watermarks") of the configured topics' partitions,
-// keyed "kafka:<group>:<topic>/<partition>" to match stored stream sources.
-Status FetchKafkaEndOffsets(const Config& config, std::map<std::string, int64_t>* out);
 
 }  // namespace denormd
 

@@ -29,38 +29,23 @@ bool IsLive(const std::optional<EntityRecord>& record) {
   return record && !record->deleted && record->data;
 }
 
-// What a relation sees of one entity: the selection it copies, and the value
-// it orders by. Two states with equal views need no recompute of the
-// documents that embed or look the entity up.
-struct RelationView {
-  JsonDocument selected;
-  JsonDocument order;
-};
-
-RelationView ViewOf(const Selection& selection, const OrderBy* order_by,
-                    const EntityRecord& record) {
-  RelationView view;
-  ApplySelection(selection, record.key.id, *record.data, &view.selected,
-                 view.selected.GetAllocator());
-  if (order_by != nullptr) {
-    JsonValue scratch;
-    const JsonValue* value =
-        OrderValue(*order_by, record.key.id, *record.data, &scratch, view.order.GetAllocator());
-    if (value != nullptr) view.order.CopyFrom(*value, view.order.GetAllocator());
-  }
-  return view;
-}
-
-// True when the relation's view of the entity differs between the states.
+// True when what a relation sees of the entity differs between the states:
+// the selection it copies, or its place in the order (the sort key). Equal
+// views need no recompute of the documents that embed or look it up.
 bool ViewChanged(const Selection& selection, const OrderBy* order_by,
                  const std::optional<EntityRecord>& before,
                  const std::optional<EntityRecord>& after) {
   bool live_before = IsLive(before), live_after = IsLive(after);
   if (live_before != live_after) return true;
   if (!live_before) return false;
-  RelationView a = ViewOf(selection, order_by, *before);
-  RelationView b = ViewOf(selection, order_by, *after);
-  return !JsonEquals(a.selected, b.selected) || !JsonEquals(a.order, b.order);
+  if (SortKey(order_by, before->key.id, *before->data) !=
+      SortKey(order_by, after->key.id, *after->data)) {
+    return true;
+  }
+  JsonDocument a, b;
+  ApplySelection(selection, before->key.id, *before->data, &a, a.GetAllocator());
+  ApplySelection(selection, after->key.id, *after->data, &b, b.GetAllocator());
+  return !JsonEquals(a, b);
 }
 
 std::vector<std::string> TargetsOf(const Path& path, const std::optional<EntityRecord>& record) {
@@ -71,22 +56,7 @@ std::vector<std::string> TargetsOf(const Path& path, const std::optional<EntityR
 // The group of an entity in a bucket projection: only a string value groups.
 std::optional<std::string> GroupOf(const Path& by, const std::optional<EntityRecord>& record) {
   if (!IsLive(record)) return std::nullopt;
-  JsonDocument scratch_doc;
-  JsonValue scratch;
-  const JsonValue* value =
-      EvalPath(by, record->key.id, *record->data, &scratch, scratch_doc.GetAllocator());
-  if (value == nullptr || !value->IsString()) return std::nullopt;
-  return std::string(value->GetString(), value->GetStringLength());
-}
-
-// The sort key of an entity state in a bucket projection's order.
-std::string BucketSortKey(const ProjectionConfig& projection, const EntityRecord& record) {
-  if (!projection.order_by.present) return "";
-  JsonDocument scratch_doc;
-  JsonValue scratch;
-  return OrderKey(OrderValue(projection.order_by, record.key.id, *record.data, &scratch,
-                             scratch_doc.GetAllocator()),
-                  projection.order_by.descending);
+  return StringAt(by, record->key.id, *record->data);
 }
 
 void LowerBound(std::string sort, const std::string& id,
@@ -315,23 +285,23 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatc
       const ProjectionConfig& projection = config.projections[p];
       auto old_group = GroupOf(projection.by, old_state);
       auto new_group = GroupOf(projection.by, new_state);
-      if (old_group && new_group && *old_group == *new_group &&
-          BucketSortKey(projection, *old_state) == BucketSortKey(projection, *new_state)) {
-        if (ViewChanged(projection.select, &projection.order_by, old_state, new_state)) {
-          AddPoint(BucketSortKey(projection, *new_state), key.id, &bucket_bounds[p], *new_group);
+      const OrderBy* order = &projection.order_by;
+      std::string old_sort = old_group ? SortKey(order, key.id, *old_state->data) : "";
+      std::string new_sort = new_group ? SortKey(order, key.id, *new_state->data) : "";
+      if (old_group && new_group && *old_group == *new_group && old_sort == new_sort) {
+        if (ViewChanged(projection.select, order, old_state, new_state)) {
+          AddPoint(std::move(new_sort), key.id, &bucket_bounds[p], *new_group);
           units[p].insert(*new_group);
         }
       } else if (old_group != new_group ||
-                 ViewChanged(projection.select, &projection.order_by, old_state, new_state)) {
+                 ViewChanged(projection.select, order, old_state, new_state)) {
         if (old_group) {
           units[p].insert(*old_group);
-          LowerBound(BucketSortKey(projection, *old_state), key.id, &bucket_bounds[p],
-                     *old_group);
+          LowerBound(std::move(old_sort), key.id, &bucket_bounds[p], *old_group);
         }
         if (new_group) {
           units[p].insert(*new_group);
-          LowerBound(BucketSortKey(projection, *new_state), key.id, &bucket_bounds[p],
-                     *new_group);
+          LowerBound(std::move(new_sort), key.id, &bucket_bounds[p], *new_group);
         }
       }
     }

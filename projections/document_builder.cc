@@ -28,20 +28,26 @@ std::vector<std::string> ReferenceTargets(const Path& path, const std::string& i
 std::vector<std::string> RelationTargets(const Relation& relation, const std::string& id,
                                          const JsonValue& data) {
   if (!relation.strings_only) return ReferenceTargets(*relation.path, id, data);
-  JsonDocument scratch_doc;
-  JsonValue scratch;
-  const JsonValue* value = EvalPath(*relation.path, id, data, &scratch, scratch_doc.GetAllocator());
-  if (value == nullptr || !value->IsString()) return {};
-  return {std::string(value->GetString(), value->GetStringLength())};
+  std::optional<std::string> value = StringAt(*relation.path, id, data);
+  if (!value) return {};
+  return {std::move(*value)};
 }
 
-std::string RelationSortKey(const Relation& relation, const std::string& id,
-                            const JsonValue& data) {
-  if (relation.order == nullptr) return "";
+std::optional<std::string> StringAt(const Path& path, const std::string& id,
+                                    const JsonValue& data) {
   JsonDocument scratch_doc;
   JsonValue scratch;
-  return OrderKey(OrderValue(*relation.order, id, data, &scratch, scratch_doc.GetAllocator()),
-                  relation.order->descending);
+  const JsonValue* value = EvalPath(path, id, data, &scratch, scratch_doc.GetAllocator());
+  if (value == nullptr || !value->IsString()) return std::nullopt;
+  return std::string(value->GetString(), value->GetStringLength());
+}
+
+std::string SortKey(const OrderBy* order, const std::string& id, const JsonValue& data) {
+  if (order == nullptr || !order->present) return "";
+  JsonDocument scratch_doc;
+  JsonValue scratch;
+  return OrderKey(EvalPath(order->path, id, data, &scratch, scratch_doc.GetAllocator()),
+                  order->descending);
 }
 
 std::vector<ReferenceRow> ReferenceRowsOf(const ProjectionPlan& plan, const EntityRecord& record) {
@@ -50,16 +56,10 @@ std::vector<ReferenceRow> ReferenceRowsOf(const ProjectionPlan& plan, const Enti
   for (const Relation& relation : plan.ForType(record.key.type).relations) {
     std::vector<std::string> targets = RelationTargets(relation, record.key.id, *record.data);
     if (targets.empty()) continue;
-    std::string sort = RelationSortKey(relation, record.key.id, *record.data);
+    std::string sort = SortKey(relation.order, record.key.id, *record.data);
     for (std::string& target : targets) rows.push_back({relation.name, std::move(target), sort});
   }
   return rows;
-}
-
-const JsonValue* OrderValue(const OrderBy& order_by, const std::string& id, const JsonValue& data,
-                            JsonValue* scratch, JsonAllocator& allocator) {
-  if (!order_by.present) return nullptr;
-  return EvalPath(order_by.path, id, data, scratch, allocator);
 }
 
 namespace {

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,19 +44,21 @@ std::vector<std::string> ReferenceTargets(const Path& path, const std::string& i
 // The reference-index rows of an entity of `type` (none for a tombstone).
 std::vector<ReferenceRow> ReferenceRowsOf(const ProjectionPlan& plan, const EntityRecord& record);
 
-// The ids an entity names in a relation, and its sort key there.
+// The ids an entity names in a relation.
 std::vector<std::string> RelationTargets(const Relation& relation, const std::string& id,
                                          const JsonValue& data);
-std::string RelationSortKey(const Relation& relation, const std::string& id,
-                            const JsonValue& data);
+
+// The string at `path` (nullopt when absent or not a string): a bucket group.
+std::optional<std::string> StringAt(const Path& path, const std::string& id,
+                                    const JsonValue& data);
+
+// An entity's sort key (OrderKey) for `order`; "" when there is no order
+// (null or not present), i.e. ordered by id.
+std::string SortKey(const OrderBy* order, const std::string& id, const JsonValue& data);
 
 // What a relation copies from one related entity (select applied), as JSON.
 void ApplySelection(const Selection& selection, const std::string& id, const JsonValue& data,
                     JsonValue* out, JsonAllocator& allocator);
-
-// The ordering value of an entity for `order_by` (nullptr when absent).
-const JsonValue* OrderValue(const OrderBy& order_by, const std::string& id, const JsonValue& data,
-                            JsonValue* scratch, JsonAllocator& allocator);
 
 class DocumentBuilder {
  public:

@@ -288,12 +288,7 @@ class MemoryTransaction : public StoreTransaction {
                    std::vector<Referrer>* out) {
     std::set<std::string> unique(targets.begin(), targets.end());
     for (const std::string& target : unique) {
-      auto it = state_.index.find({type, field, target});
-      if (it == state_.index.end()) continue;
-      for (const auto& entry : it->second) {
-        const EntityRecord& record = state_.entities.at({type, entry.second});
-        if (record.deleted) continue;
-        Referrer referrer{target, entry.first, record};
+      for (Referrer& referrer : Ordered(type, field, target)) {
         if (!with_data) referrer.entity.data = nullptr;
         out->push_back(std::move(referrer));
       }

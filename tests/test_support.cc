@@ -160,9 +160,7 @@ ArticleOnPostgres::ArticleOnPostgres()
 
 Collections ReadCollections(const Config& config) {
   Collections out;
-  std::set<std::string> collections;
-  for (const ProjectionConfig& p : config.projections) collections.insert(p.collection);
-  for (const std::string& collection : collections) {
+  for (const std::string& collection : config.CollectionNames()) {
     auto& docs = out[collection];
     for (const std::string& row :
          Sql("select id, doc::text from " + config.store.schema + "." + collection)) {

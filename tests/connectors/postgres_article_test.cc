@@ -69,7 +69,6 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(PostgresDeadLetters, KeepReasonsThatSayWhatIsWrong) {
   testing::ArticleOnPostgres article;
   const Config& config = article.config;
-  const ProjectionPlan& plan = *article.plan;
   const BatchApplier& applier = *article.applier;
   PostgresStore& store = *article.store;
   ReplayReport report;
