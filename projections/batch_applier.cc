@@ -59,19 +59,23 @@ std::optional<std::string> GroupOf(const Path& by, const std::optional<EntityRec
   return StringAt(by, record->key.id, *record->data);
 }
 
-void LowerBound(std::string sort, const std::string& id,
+// A changed member that left (`was_here`: its key before the batch) or
+// entered (its key now) a place in the group: the group's tail from there on
+// is rebuilt.
+void LowerBound(std::string sort, const std::string& id, bool was_here,
                 std::map<std::string, BucketBound>* bounds, const std::string& group) {
-  BucketBound candidate;
-  candidate.sort = std::move(sort);
-  candidate.id = id;
-  auto it = bounds->find(group);
-  if (it == bounds->end()) {
-    bounds->emplace(group, std::move(candidate));
-  } else if (!it->second.has_tail ||
-             std::tie(candidate.sort, candidate.id) < std::tie(it->second.sort, it->second.id)) {
-    it->second.has_tail = true;
-    it->second.sort = std::move(candidate.sort);
-    it->second.id = std::move(candidate.id);
+  auto inserted = bounds->emplace(group, BucketBound());
+  BucketBound& bound = inserted.first->second;
+  if (was_here) {
+    bound.old_keys.emplace_back(sort, id);
+  } else {
+    bound.fresh_ids.insert(id);
+  }
+  if (inserted.second || !bound.has_tail ||
+      std::tie(sort, id) < std::tie(bound.sort, bound.id)) {
+    bound.has_tail = true;
+    bound.sort = std::move(sort);
+    bound.id = id;
   }
 }
 
@@ -84,6 +88,8 @@ void AddPoint(std::string sort, const std::string& id, std::map<std::string, Buc
     bound.has_tail = false;
     it = bounds->emplace(group, std::move(bound)).first;
   }
+  it->second.old_keys.emplace_back(sort, id);
+  it->second.fresh_ids.insert(id);
   it->second.points.emplace_back(std::move(sort), id);
 }
 
@@ -108,6 +114,8 @@ void BatchStats::Add(const BatchStats& o) {
   dead_letters += o.dead_letters;
   entities_written += o.entities_written;
   units_recomputed += o.units_recomputed;
+  tails_spliced += o.tails_spliced;
+  tails_rendered += o.tails_rendered;
   documents_written += o.documents_written;
   documents_deleted += o.documents_deleted;
   busy_retries += o.busy_retries;
@@ -297,11 +305,11 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction* txn, const DecodedBatc
                  ViewChanged(projection.select, order, old_state, new_state)) {
         if (old_group) {
           units[p].insert(*old_group);
-          LowerBound(std::move(old_sort), key.id, &bucket_bounds[p], *old_group);
+          LowerBound(std::move(old_sort), key.id, true, &bucket_bounds[p], *old_group);
         }
         if (new_group) {
           units[p].insert(*new_group);
-          LowerBound(std::move(new_sort), key.id, &bucket_bounds[p], *new_group);
+          LowerBound(std::move(new_sort), key.id, false, &bucket_bounds[p], *new_group);
         }
       }
     }
@@ -443,18 +451,20 @@ Status BatchApplier::RecomputeBucketTails(StoreTransaction* txn, size_t p,
   for (const auto& bound : bounds) {
     if (bound.second.has_tail) groups.push_back(bound.first);
   }
-  uint64_t written = 0, deleted = 0;
+  uint64_t written = 0, deleted = 0, rendered = 0;
   DENORMD_RETURN_IF_ERROR(builder_.BuildBucketTails(
       txn, p, bounds,
       [&](std::vector<DocumentRow>* rows) {
         return txn->UpsertDocuments(projection.collection, projection.name, *rows, &written);
       },
-      &keep));
+      &keep, &rendered));
   if (!groups.empty()) {
     DENORMD_RETURN_IF_ERROR(txn->DeleteDocumentsExcept(projection.collection, projection.name,
                                                        groups, keep, &deleted));
   }
   stats->units_recomputed += bounds.size();
+  stats->tails_spliced += groups.size() - rendered;
+  stats->tails_rendered += rendered;
   stats->documents_written += written;
   stats->documents_deleted += deleted;
   return Status::Ok();

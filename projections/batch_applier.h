@@ -54,6 +54,11 @@ struct BatchStats {
   uint64_t documents_written = 0;   // rows inserted or changed
   uint64_t documents_deleted = 0;
   uint64_t busy_retries = 0;        // attempts rolled back because a lock was busy
+  // Bucket groups whose changed tail was spliced from the stored buckets, and
+  // those rendered from every member's entity because the stored buckets did
+  // not fit (edited documents, or a `select` changed without a rebuild).
+  uint64_t tails_spliced = 0;
+  uint64_t tails_rendered = 0;
 
   void Add(const BatchStats& other);
 };

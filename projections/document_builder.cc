@@ -1,8 +1,12 @@
 #include "projections/document_builder.h"
 
 #include <algorithm>
+#include <deque>
 #include <set>
 #include <tuple>
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 namespace denormd {
 
@@ -365,29 +369,47 @@ Status DocumentBuilder::BuildEntityDocuments(
 
 namespace {
 
-// Bucket documents number `first`, `first`+1, ... of `group`, from its
-// members in order (starting with the first member of bucket `first`).
+// A member as its bucket shows it: the projection's selection, as JSON text.
+std::string RenderItem(const ProjectionConfig& projection, const EntityRecord& member) {
+  JsonDocument scratch;
+  JsonValue item;
+  ApplySelection(projection.select, member.key.id, *member.data, &item, scratch.GetAllocator());
+  return ToJson(item);
+}
+
+// Bucket documents number `first`, `first`+1, ... of `group`, from the first
+// `count` items of its members in order (starting with the first item of
+// bucket `first`).
 void AppendBuckets(const ProjectionConfig& projection, const std::string& group, uint64_t first,
-                   const std::vector<const Referrer*>& members, std::vector<DocumentRow>* rows) {
-  for (size_t start = 0, n = first; start < members.size(); start += projection.size, ++n) {
-    JsonDocument doc(rapidjson::kObjectType);
-    JsonAllocator& allocator = doc.GetAllocator();
-    std::string id = group + ":" + std::to_string(n);
-    JsonValue id_value(id.data(), static_cast<rapidjson::SizeType>(id.size()), allocator);
-    AddMember(&doc, "id", id_value, allocator);
-    JsonValue group_value(group.data(), static_cast<rapidjson::SizeType>(group.size()), allocator);
-    AddMember(&doc, projection.by.text, group_value, allocator);
-    JsonValue items(rapidjson::kArrayType);
-    size_t end = std::min<size_t>(members.size(), start + projection.size);
-    for (size_t i = start; i < end; ++i) {
-      const EntityRecord& member = members[i]->entity;
-      JsonValue item;
-      ApplySelection(projection.select, member.key.id, *member.data, &item, allocator);
-      items.PushBack(item, allocator);
+                   const std::vector<std::string>& items, size_t count,
+                   std::vector<DocumentRow>* rows) {
+  for (size_t start = 0, n = first; start < count; start += projection.size, ++n) {
+    const std::string id = group + ":" + std::to_string(n);
+    rapidjson::StringBuffer buffer;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+    w.StartObject();
+    w.Key("id");
+    w.String(id.data(), static_cast<rapidjson::SizeType>(id.size()));
+    w.Key(projection.by.text.data(), static_cast<rapidjson::SizeType>(projection.by.text.size()));
+    w.String(group.data(), static_cast<rapidjson::SizeType>(group.size()));
+    w.Key(projection.field.data(), static_cast<rapidjson::SizeType>(projection.field.size()));
+    w.StartArray();
+    for (size_t i = start, end = std::min<size_t>(count, start + projection.size); i < end; ++i) {
+      w.RawValue(items[i].data(), items[i].size(), rapidjson::kObjectType);
     }
-    AddMember(&doc, projection.field, items, allocator);
-    rows->push_back({id, group, ToJson(doc)});
+    w.EndArray();
+    w.EndObject();
+    rows->push_back({id, group, std::string(buffer.GetString(), buffer.GetSize())});
   }
+}
+
+void AppendMemberBuckets(const ProjectionConfig& projection, const std::string& group,
+                         uint64_t first, const std::vector<const Referrer*>& members,
+                         std::vector<DocumentRow>* rows) {
+  std::vector<std::string> items;
+  items.reserve(members.size());
+  for (const Referrer* member : members) items.push_back(RenderItem(projection, member->entity));
+  AppendBuckets(projection, group, first, items, items.size(), rows);
 }
 
 std::string BucketRelation(const ProjectionConfig& projection) {
@@ -410,7 +432,7 @@ Status DocumentBuilder::BuildBucketDocuments(
     std::vector<DocumentRow>& rows = (*out)[entry.first];
     rows.clear();
     SortReferrers(&entry.second);
-    AppendBuckets(projection, entry.first, 0, entry.second, &rows);
+    AppendMemberBuckets(projection, entry.first, 0, entry.second, &rows);
   }
   return Status::Ok();
 }
@@ -419,25 +441,297 @@ Status DocumentBuilder::BuildBucketTails(
     StoreTransaction* txn, size_t projection_index,
     const std::map<std::string, BucketBound>& bounds,
     const std::function<Status(std::vector<DocumentRow>* rows)>& emit,
-    std::vector<std::string>* keep) const {
+    std::vector<std::string>* keep, uint64_t* rendered) const {
   const ProjectionConfig& projection = plan_.config().projections[projection_index];
   const std::string relation = BucketRelation(projection);
   // rank of the bound = members - members at or after it: both are cheap (a
   // counter row, and an index range as long as the changed tail).
   std::vector<std::string> groups;
-  std::map<std::string, StoreTransaction::ReferrerBound> pending;
+  std::map<std::string, StoreTransaction::ReferrerBound> tails;
   for (const auto& bound : bounds) {
     groups.push_back(bound.first);
-    if (bound.second.has_tail) pending[bound.first] = {bound.second.sort, bound.second.id, 0};
+    if (bound.second.has_tail) tails[bound.first] = {bound.second.sort, bound.second.id, 0};
   }
   std::map<std::string, uint64_t> total, from, next_bucket;
   DENORMD_RETURN_IF_ERROR(txn->CountReferrers(projection.buckets, relation, groups, &total));
-  DENORMD_RETURN_IF_ERROR(txn->CountReferrersFrom(projection.buckets, relation, pending, &from));
-  for (auto& key : pending) {
+  DENORMD_RETURN_IF_ERROR(txn->CountReferrersFrom(projection.buckets, relation, tails, &from));
+  for (auto& key : tails) {
     uint64_t rank = total[key.first] - std::min(total[key.first], from[key.first]);
     next_bucket[key.first] = rank / projection.size;
     key.second.before = rank - next_bucket[key.first] * projection.size;
   }
+  const std::map<std::string, uint64_t> first_bucket = next_bucket;
+  std::set<std::string> unspliced;
+  DENORMD_RETURN_IF_ERROR(
+      SpliceBucketTails(txn, projection, bounds, total, tails, &next_bucket, emit, &unspliced));
+  *rendered = unspliced.size();
+  if (!unspliced.empty()) {
+    // From their first changed bucket again: what the splice wrote of them
+    // is overwritten.
+    std::map<std::string, StoreTransaction::ReferrerBound> rest;
+    for (const std::string& group : unspliced) {
+      rest[group] = tails[group];
+      next_bucket[group] = first_bucket.at(group);
+    }
+    DENORMD_RETURN_IF_ERROR(RenderBucketTails(txn, projection, rest, &next_bucket, emit));
+  }
+  for (const auto& entry : next_bucket) {
+    for (uint64_t n = 0; n < entry.second; ++n) keep->push_back(entry.first + ":" + std::to_string(n));
+  }
+  return BuildPointBuckets(txn, projection_index, bounds, total, emit);
+}
+
+namespace {
+
+// One group's tail being spliced: the stored buckets from the tail's first
+// one on hold the items of the members before the batch, in order; walking
+// the members now in order, an unchanged member takes the next stored item,
+// a changed member's old item is dropped where its old key falls, and a
+// changed member's new item is rendered from its entity.
+struct TailSplice {
+  uint64_t old_total = 0;    // members before the batch
+  uint64_t old_buckets = 0;  // buckets stored before the batch
+  uint64_t next_old = 0;     // the next stored bucket to read
+  std::deque<std::string> old_items;                          // read, not yet taken
+  std::vector<std::pair<std::string, std::string>> old_keys;  // in the tail, sorted
+  size_t next_old_key = 0;
+  bool started = false;  // old_keys trimmed to the tail
+  bool sampled = false;  // one unchanged item compared with its entity
+  std::vector<std::string> pool;  // items of buckets not yet emitted
+  std::vector<const Referrer*> page;
+  bool more = false;
+  uint64_t read_to = 0;  // stored buckets [next_old, read_to) are read this page
+};
+
+bool TakeOldItem(TailSplice* splice, std::string* item) {
+  if (splice->old_items.empty()) return false;
+  if (item != nullptr) *item = std::move(splice->old_items.front());
+  splice->old_items.pop_front();
+  return true;
+}
+
+// Members before the batch, from the members now and the batch's changes.
+bool OldTotal(const BucketBound& bound, uint64_t total, uint64_t* out) {
+  std::set<std::string> old_ids;
+  for (const auto& key : bound.old_keys) old_ids.insert(key.second);
+  uint64_t entered = 0, left = 0;
+  for (const std::string& id : bound.fresh_ids) entered += old_ids.count(id) ? 0 : 1;
+  for (const std::string& id : old_ids) left += bound.fresh_ids.count(id) ? 0 : 1;
+  if (total + left < entered) return false;
+  *out = total + left - entered;
+  return true;
+}
+
+}  // namespace
+
+Status DocumentBuilder::SpliceBucketTails(
+    StoreTransaction* txn, const ProjectionConfig& projection,
+    const std::map<std::string, BucketBound>& bounds, std::map<std::string, uint64_t>& total,
+    std::map<std::string, StoreTransaction::ReferrerBound> pending,
+    std::map<std::string, uint64_t>* next_bucket,
+    const std::function<Status(std::vector<DocumentRow>* rows)>& emit,
+    std::set<std::string>* unspliced) const {
+  const std::string relation = BucketRelation(projection);
+  const uint64_t size = projection.size;
+  // Items are matched by position, so a document whose keys collide cannot be
+  // read back unambiguously: render those from the entities.
+  if (projection.field == "id" || projection.by.text == "id" ||
+      projection.field == projection.by.text) {
+    for (const auto& entry : pending) unspliced->insert(entry.first);
+    return Status::Ok();
+  }
+  std::map<std::string, TailSplice> splices;
+  for (auto it = pending.begin(); it != pending.end();) {
+    const BucketBound& bound = bounds.at(it->first);
+    TailSplice& splice = splices[it->first];
+    if (!OldTotal(bound, total[it->first], &splice.old_total)) {
+      unspliced->insert(it->first);
+      splices.erase(it->first);
+      it = pending.erase(it);
+      continue;
+    }
+    splice.old_buckets = (splice.old_total + size - 1) / size;
+    splice.next_old = (*next_bucket)[it->first];
+    splice.old_keys = bound.old_keys;
+    std::sort(splice.old_keys.begin(), splice.old_keys.end());
+    ++it;
+  }
+  const uint64_t page_rows = std::max<uint64_t>(tail_page_rows_, size);
+  std::set<std::string> continued;  // groups whose page re-reads the last member
+  while (!pending.empty()) {
+    std::vector<Referrer> loaded;
+    DENORMD_RETURN_IF_ERROR(
+        txn->FindReferrersAround(projection.buckets, relation, pending, page_rows, &loaded));
+    std::map<std::string, std::vector<const Referrer*>> by_group;
+    for (const Referrer& member : loaded) by_group[member.target].push_back(&member);
+
+    // Plan the page: the stored buckets and the entities it needs, read for
+    // every group at once.
+    std::vector<std::string> document_ids;
+    std::vector<EntityKey> entity_keys;
+    std::map<std::string, StoreTransaction::ReferrerBound> next_pending;
+    for (const auto& entry : pending) {
+      const std::string& group = entry.first;
+      const BucketBound& bound = bounds.at(group);
+      TailSplice& splice = splices[group];
+      std::vector<const Referrer*>& members = by_group[group];
+      SortReferrers(&members);
+      uint64_t forward = 0;
+      for (const Referrer* m : members) {
+        if (std::tie(m->sort, m->entity.key.id) >= std::tie(entry.second.sort, entry.second.id)) {
+          ++forward;
+        }
+      }
+      splice.more = forward >= page_rows;
+      if (splice.more) {
+        next_pending[group] = {members.back()->sort, members.back()->entity.key.id, 0};
+      }
+      size_t skip = continued.count(group) && !members.empty() ? 1 : 0;  // the re-read bound
+      splice.page.assign(members.begin() + skip, members.end());
+      if (!splice.started) {
+        // The tail starts at its first member (before the bound when the
+        // bound's bucket has earlier members) or at the bound.
+        std::pair<std::string, std::string> start{bound.sort, bound.id};
+        if (!splice.page.empty()) {
+          start = std::min(start, std::make_pair(splice.page.front()->sort,
+                                                 splice.page.front()->entity.key.id));
+        }
+        splice.old_keys.erase(
+            splice.old_keys.begin(),
+            std::lower_bound(splice.old_keys.begin(), splice.old_keys.end(), start));
+        splice.started = true;
+      }
+      // Stored items this page takes: one per unchanged member, one per old
+      // key passed; and every stored bucket this page may overwrite must be
+      // read before it is.
+      uint64_t needed = 0;
+      for (const Referrer* m : splice.page) {
+        if (bound.fresh_ids.count(m->entity.key.id)) {
+          entity_keys.push_back(m->entity.key);
+        } else if (++needed == 1 && !splice.sampled) {
+          entity_keys.push_back(m->entity.key);  // the sample
+        }
+      }
+      size_t keys_passed = splice.old_keys.size();
+      if (splice.more && !splice.page.empty()) {
+        keys_passed = std::upper_bound(splice.old_keys.begin(), splice.old_keys.end(),
+                                       std::make_pair(splice.page.back()->sort,
+                                                      splice.page.back()->entity.key.id)) -
+                      splice.old_keys.begin();
+      }
+      needed += keys_passed - std::min(keys_passed, splice.next_old_key);
+      uint64_t emitted_to = (*next_bucket)[group] +
+                            (splice.pool.size() + splice.page.size() + size - 1) / size;
+      uint64_t available = splice.old_items.size();
+      splice.read_to = splice.next_old;
+      while (splice.read_to < splice.old_buckets &&
+             (available < needed || splice.read_to < emitted_to)) {
+        available += splice.read_to + 1 < splice.old_buckets
+                         ? size
+                         : splice.old_total - (splice.old_buckets - 1) * size;
+        document_ids.push_back(group + ":" + std::to_string(splice.read_to));
+        ++splice.read_to;
+      }
+    }
+    std::vector<DocumentRow> stored;
+    if (!document_ids.empty()) {
+      DENORMD_RETURN_IF_ERROR(
+          txn->LoadDocuments(projection.collection, projection.name, document_ids, &stored));
+    }
+    std::map<std::string, const DocumentRow*> stored_by_id;
+    for (const DocumentRow& row : stored) stored_by_id[row.id] = &row;
+    std::vector<EntityRecord> records;
+    if (!entity_keys.empty()) DENORMD_RETURN_IF_ERROR(txn->LoadEntities(entity_keys, &records));
+    std::map<std::string, const EntityRecord*> entities;
+    for (const EntityRecord& record : records) {
+      if (!record.deleted && record.data) entities[record.key.id] = &record;
+    }
+
+    std::vector<DocumentRow> rows;
+    for (const auto& entry : pending) {
+      const std::string& group = entry.first;
+      const BucketBound& bound = bounds.at(group);
+      TailSplice& splice = splices[group];
+      bool consistent = true;
+      // The stored buckets read for this page, each checked for its size.
+      for (; consistent && splice.next_old < splice.read_to; ++splice.next_old) {
+        auto found = stored_by_id.find(group + ":" + std::to_string(splice.next_old));
+        JsonDocument doc;
+        consistent = found != stored_by_id.end() && ParseJson(found->second->json, &doc).ok() &&
+                     doc.IsObject();
+        if (!consistent) break;
+        auto items = doc.FindMember(projection.field.c_str());
+        uint64_t expected = splice.next_old + 1 < splice.old_buckets
+                                ? size
+                                : splice.old_total - (splice.old_buckets - 1) * size;
+        consistent = items != doc.MemberEnd() && items->value.IsArray() &&
+                     items->value.Size() == expected;
+        if (!consistent) break;
+        for (const JsonValue& item : items->value.GetArray()) {
+          splice.old_items.push_back(ToJson(item));
+        }
+      }
+      for (size_t i = 0; consistent && i < splice.page.size(); ++i) {
+        const Referrer* m = splice.page[i];
+        const std::pair<std::string, std::string> key{m->sort, m->entity.key.id};
+        while (consistent && splice.next_old_key < splice.old_keys.size() &&
+               splice.old_keys[splice.next_old_key] <= key) {
+          consistent = TakeOldItem(&splice, nullptr);
+          ++splice.next_old_key;
+        }
+        auto entity = entities.find(m->entity.key.id);
+        std::string item;
+        if (bound.fresh_ids.count(m->entity.key.id)) {
+          consistent = consistent && entity != entities.end();
+          if (consistent) item = RenderItem(projection, *entity->second);
+        } else {
+          consistent = consistent && TakeOldItem(&splice, &item);
+          if (consistent && !splice.sampled) {
+            // A changed `select` (or an edited document) shows here: the
+            // stored item must be what the member renders to now.
+            JsonDocument stored_item, rendered_item;
+            consistent = entity != entities.end() && ParseJson(item, &stored_item).ok() &&
+                         ParseJson(RenderItem(projection, *entity->second), &rendered_item).ok() &&
+                         JsonEquals(stored_item, rendered_item);
+            splice.sampled = true;
+          }
+        }
+        if (consistent) splice.pool.push_back(std::move(item));
+      }
+      if (consistent && !splice.more) {
+        // The tail's end: the old keys left are members that left it, and
+        // every stored item and bucket has been taken.
+        while (consistent && splice.next_old_key < splice.old_keys.size()) {
+          consistent = TakeOldItem(&splice, nullptr);
+          ++splice.next_old_key;
+        }
+        consistent = consistent && splice.old_items.empty() &&
+                     splice.next_old == splice.old_buckets;
+      }
+      if (!consistent) {
+        unspliced->insert(group);
+        next_pending.erase(group);
+        continue;
+      }
+      size_t complete = splice.more ? splice.pool.size() / size * size : splice.pool.size();
+      AppendBuckets(projection, group, (*next_bucket)[group], splice.pool, complete, &rows);
+      (*next_bucket)[group] += (complete + size - 1) / size;
+      splice.pool.erase(splice.pool.begin(), splice.pool.begin() + complete);
+    }
+    if (!rows.empty()) DENORMD_RETURN_IF_ERROR(emit(&rows));
+    continued.clear();
+    for (const auto& entry : next_pending) continued.insert(entry.first);
+    pending = std::move(next_pending);
+  }
+  return Status::Ok();
+}
+
+Status DocumentBuilder::RenderBucketTails(
+    StoreTransaction* txn, const ProjectionConfig& projection,
+    std::map<std::string, StoreTransaction::ReferrerBound> pending,
+    std::map<std::string, uint64_t>* next_bucket,
+    const std::function<Status(std::vector<DocumentRow>* rows)>& emit) const {
+  const std::string relation = BucketRelation(projection);
   // Read the tails in pages, so that memory stays bounded when a change near
   // the start of a large group shifts every later bucket. A page's last
   // member is re-read as the (inclusive) bound of the next page.
@@ -470,8 +764,8 @@ Status DocumentBuilder::BuildBucketTails(
       size_t complete = more ? pool.size() / projection.size * projection.size : pool.size();
       std::vector<const Referrer*> done;
       for (size_t i = 0; i < complete; ++i) done.push_back(&pool[i]);
-      AppendBuckets(projection, group, next_bucket[group], done, &rows);
-      next_bucket[group] += (complete + projection.size - 1) / projection.size;
+      AppendMemberBuckets(projection, group, (*next_bucket)[group], done, &rows);
+      (*next_bucket)[group] += (complete + projection.size - 1) / projection.size;
       pool.erase(pool.begin(), pool.begin() + complete);
     }
     if (!rows.empty()) DENORMD_RETURN_IF_ERROR(emit(&rows));
@@ -479,10 +773,7 @@ Status DocumentBuilder::BuildBucketTails(
     for (const auto& entry : next_pending) continued.insert(entry.first);
     pending = std::move(next_pending);
   }
-  for (const auto& entry : next_bucket) {
-    for (uint64_t n = 0; n < entry.second; ++n) keep->push_back(entry.first + ":" + std::to_string(n));
-  }
-  return BuildPointBuckets(txn, projection_index, bounds, total, emit);
+  return Status::Ok();
 }
 
 Status DocumentBuilder::BuildPointBuckets(
@@ -538,7 +829,7 @@ Status DocumentBuilder::BuildPointBuckets(
       std::vector<const Referrer*>& members = by_group[entry.first];
       SortReferrers(&members);
       if (members.size() > projection.size) members.resize(projection.size);
-      AppendBuckets(projection, entry.first, bucket_of[entry.first], members, &rows);
+      AppendMemberBuckets(projection, entry.first, bucket_of[entry.first], members, &rows);
     }
     if (!rows.empty()) DENORMD_RETURN_IF_ERROR(emit(&rows));
   }

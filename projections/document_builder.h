@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,11 +30,20 @@ namespace denormd {
 // `points` are members changed in place (same group, same sort key: only what
 // their bucket shows changed); a point before the bound, or any point when
 // there is no bound (`has_tail` false), rewrites just its own bucket.
+//
+// `old_keys` and `fresh_ids` let a tail be spliced from the stored buckets
+// instead of re-rendered from every member: `old_keys` are the (sort, id) the
+// batch's changed members had in this group before it (points included),
+// `fresh_ids` the changed members in the group now (points included), whose
+// items are rendered from their entities. Every other member of the tail
+// keeps its stored item.
 struct BucketBound {
   bool has_tail = true;
   std::string sort;
   std::string id;
   std::vector<std::pair<std::string, std::string>> points;  // (sort, id)
+  std::vector<std::pair<std::string, std::string>> old_keys;
+  std::set<std::string> fresh_ids;
 };
 
 // The ids a reference field names: the string, or the string elements of the
@@ -74,14 +84,20 @@ class DocumentBuilder {
                std::map<std::string, std::vector<DocumentRow>>* out) const;
 
   // Incremental buckets: for each group, its documents from the bucket
-  // holding its bound on, reading only the members from there on, in pages
-  // handed to `emit` (which may consume the rows). Earlier buckets are
-  // unchanged by definition of the bound. *keep receives the ids of every
-  // document each group has now; others of these groups are to be deleted.
+  // holding its bound on, in pages handed to `emit` (which may consume the
+  // rows). Earlier buckets are unchanged by definition of the bound. The
+  // members from there on are read by key, their items taken from the stored
+  // buckets they shift out of, and only the batch's changed members rendered
+  // from their entities; a group whose stored buckets do not fit is rendered
+  // whole from its entities and counted in *rendered. The stored buckets are
+  // trusted to be this projection's output before the batch (denormd owns
+  // them; `verify` finds, and `rebuild` repairs, edits made behind its back).
+  // *keep receives the ids of every document each group has now; others of
+  // these groups are to be deleted.
   Status BuildBucketTails(StoreTransaction* txn, size_t projection,
                           const std::map<std::string, BucketBound>& bounds,
                           const std::function<Status(std::vector<DocumentRow>* rows)>& emit,
-                          std::vector<std::string>* keep) const;
+                          std::vector<std::string>* keep, uint64_t* rendered) const;
 
 
  private:
@@ -91,6 +107,24 @@ class DocumentBuilder {
   Status BuildBucketDocuments(StoreTransaction* txn, const ProjectionConfig& projection,
                               const std::vector<std::string>& groups,
                               std::map<std::string, std::vector<DocumentRow>>* out) const;
+
+  // Tails spliced from the stored buckets (see BucketBound): only the
+  // batch's changed members are rendered. A group whose stored buckets do not
+  // fit (a missing bucket, a wrong number of items, an item that differs from
+  // what its member renders to now) is left to RenderBucketTails, in
+  // *unspliced. *next_bucket: per group, the next bucket number to write.
+  Status SpliceBucketTails(StoreTransaction* txn, const ProjectionConfig& projection,
+                           const std::map<std::string, BucketBound>& bounds,
+                           std::map<std::string, uint64_t>& total,
+                           std::map<std::string, StoreTransaction::ReferrerBound> pending,
+                           std::map<std::string, uint64_t>* next_bucket,
+                           const std::function<Status(std::vector<DocumentRow>* rows)>& emit,
+                           std::set<std::string>* unspliced) const;
+  // Tails rendered from every member's entity.
+  Status RenderBucketTails(StoreTransaction* txn, const ProjectionConfig& projection,
+                           std::map<std::string, StoreTransaction::ReferrerBound> pending,
+                           std::map<std::string, uint64_t>* next_bucket,
+                           const std::function<Status(std::vector<DocumentRow>* rows)>& emit) const;
 
   // The buckets of in-place changes not covered by a tail (see BucketBound).
   Status BuildPointBuckets(StoreTransaction* txn, size_t projection,

@@ -107,6 +107,15 @@ class MemoryTransaction : public StoreTransaction {
     return Status::Ok();
   }
 
+  Status FindReferrersAround(const std::string& type, const std::string& relation,
+                             const std::map<std::string, ReferrerBound>& bounds, uint64_t limit,
+                             std::vector<Referrer>* out) override {
+    size_t first = out->size();
+    DENORMD_RETURN_IF_ERROR(LoadReferrersAround(type, relation, bounds, limit, out));
+    for (size_t i = first; i < out->size(); ++i) (*out)[i].entity.data = nullptr;
+    return Status::Ok();
+  }
+
   Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
                        std::vector<std::string>* out) override {
     for (auto it = state_.entities.upper_bound({type, after});

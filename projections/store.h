@@ -147,6 +147,10 @@ class StoreTransaction {
   virtual Status LoadReferrersAround(const std::string& type, const std::string& relation,
                                      const std::map<std::string, ReferrerBound>& bounds,
                                      uint64_t limit, std::vector<Referrer>* out) = 0;
+  // The same referrers, keys only (entity.data null): an index-only read.
+  virtual Status FindReferrersAround(const std::string& type, const std::string& relation,
+                                     const std::map<std::string, ReferrerBound>& bounds,
+                                     uint64_t limit, std::vector<Referrer>* out) = 0;
 
   // Live entity ids of `type` greater than `after`, ascending, at most `limit`.
   virtual Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,

@@ -2,6 +2,7 @@
 // inserts, patches, moves and deletes (with ties, absent and mixed-type order
 // values), after each of which `verify` (a full recompute) finds nothing.
 // Covers bucket tails, top-N embeds read by index order, counts and ids.
+#include <functional>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -28,6 +29,7 @@ projections:
   pages_up:   {buckets: comment, by: postId, size: 3, order_by: at, select: [id, at, text]}
   pages_down: {buckets: comment, by: postId, size: 4, order_by: -at, select: [id, at, text]}
   pages_id:   {buckets: comment, by: postId, size: 2, select: [id, text]}
+  pages_text: {buckets: comment, by: postId, size: 3, order_by: at, select: [text]}
 )";
 
 std::string RandomAt(std::mt19937& random) {
@@ -51,6 +53,7 @@ TEST_P(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
   MemoryStore store;
   std::mt19937 random(7);
   int64_t position = 0;
+  BatchStats total;
   for (int batch_number = 0; batch_number < 150; ++batch_number) {
     std::vector<RawEvent> raw;
     int size = 1 + random() % 12;
@@ -84,16 +87,129 @@ TEST_P(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
     }
     BatchStats stats;
     ASSERT_TRUE(applier.Apply(&store, DecodeBatch(*config, raw), &stats).ok());
+    total.Add(stats);
     std::vector<std::string> differences;
     ASSERT_TRUE(Verify(plan, applier, &store, MaintenanceOptions(), &differences).ok());
     ASSERT_TRUE(differences.empty()) << "after batch " << batch_number << ": " << differences[0];
   }
-  // The scenario did exercise the buckets: several pages exist.
+  // The scenario did exercise the buckets: several pages exist, and tails
+  // were spliced from the stored buckets, which always fit.
   EXPECT_GT(store.state().collections.at("pages_up").size(), 5u);
+  EXPECT_GT(total.tails_spliced, 100u);
+  EXPECT_EQ(0u, total.tails_rendered);
 }
 
 // Bucket tails read in pages of 1 (clamped to the bucket size), 5 and 2000.
 INSTANTIATE_TEST_SUITE_P(TailPages, IncrementalProperty, ::testing::Values(1, 5, 2000));
+
+// Post p with comments c1..c10 (at 1..10) in buckets of 3: p:0 .. p:3.
+class BucketSplice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<ConfigError> errors;
+    config_ = ParseConfig(R"(
+store: {schema: splice}
+entities: [comment]
+projections:
+  pages: {buckets: comment, by: postId, size: 3, order_by: at, select: [id, text]}
+)", "splice.yaml", &errors);
+    ASSERT_TRUE(config_.has_value());
+    plan_ = std::make_unique<ProjectionPlan>(*config_);
+    applier_ = std::make_unique<BatchApplier>(*plan_);
+    std::vector<std::string> comments;
+    for (int i = 1; i <= 10; ++i) {
+      comments.push_back(R"({"type":"comment","id":"c)" + std::to_string(i) +
+                         R"(","op":"upsert","data":{"postId":"p","at":)" + std::to_string(i) +
+                         R"(,"text":"t)" + std::to_string(i) + R"("}})");
+    }
+    Apply(comments);
+    ASSERT_EQ(4u, Pages().size());
+  }
+
+  BatchStats Apply(const std::vector<std::string>& events) {
+    std::vector<RawEvent> raw;
+    for (const std::string& json : events) raw.push_back({{"splice", 0, ++position_}, json, 0});
+    BatchStats stats;
+    EXPECT_TRUE(applier_->Apply(&store_, DecodeBatch(*config_, raw), &stats).ok());
+    return stats;
+  }
+
+  std::vector<std::string> Differences() {
+    std::vector<std::string> differences;
+    EXPECT_TRUE(Verify(*plan_, *applier_, &store_, MaintenanceOptions(), &differences).ok());
+    return differences;
+  }
+
+  std::map<std::string, MemoryState::Document>& Pages() {
+    return store_.mutable_state()->collections["pages"];
+  }
+
+  std::optional<Config> config_;
+  std::unique_ptr<ProjectionPlan> plan_;
+  std::unique_ptr<BatchApplier> applier_;
+  MemoryStore store_;
+  int64_t position_ = 0;
+};
+
+TEST_F(BucketSplice, EditBeforeTheFirstShiftInItsBucket) {
+  // c4 (first of p:1) edited in place, c5 (second of p:1) deleted.
+  BatchStats stats = Apply({R"({"type":"comment","id":"c4","op":"patch","data":{"text":"new"}})",
+                            R"({"type":"comment","id":"c5","op":"delete"})"});
+  EXPECT_EQ(1u, stats.tails_spliced);
+  EXPECT_EQ(0u, stats.tails_rendered);
+  EXPECT_EQ(std::vector<std::string>(), Differences());
+  EXPECT_NE(std::string::npos, Pages()["p:1"].json.find("new"));
+}
+
+TEST_F(BucketSplice, MovesWithinAndAcrossGroups) {
+  BatchStats stats = Apply({
+      R"({"type":"comment","id":"c2","op":"patch","data":{"at":8.5}})",      // later in p
+      R"({"type":"comment","id":"c9","op":"patch","data":{"at":0}})",        // first in p
+      R"({"type":"comment","id":"c6","op":"patch","data":{"postId":"q"}})",  // leaves p
+      R"({"type":"comment","id":"c11","op":"upsert","data":{"postId":"p","at":3.5}})",
+  });
+  EXPECT_EQ(2u, stats.tails_spliced);  // p, and q (new)
+  EXPECT_EQ(0u, stats.tails_rendered);
+  EXPECT_EQ(std::vector<std::string>(), Differences());
+}
+
+// When the stored buckets do not fit, the group is rendered from its
+// entities instead, and the result is exact.
+struct StoredBucketEdit {
+  const char* name;
+  std::function<void(std::map<std::string, MemoryState::Document>* pages)> edit;
+};
+
+class StoredBucketsEdited : public BucketSplice,
+                            public ::testing::WithParamInterface<StoredBucketEdit> {};
+
+TEST_P(StoredBucketsEdited, TailIsRenderedFromTheEntities) {
+  GetParam().edit(&Pages());
+  BatchStats stats = Apply({R"({"type":"comment","id":"c1","op":"delete"})"});  // shifts all
+  EXPECT_EQ(0u, stats.tails_spliced);
+  EXPECT_EQ(1u, stats.tails_rendered);
+  EXPECT_EQ(std::vector<std::string>(), Differences());
+  EXPECT_EQ(3u, Pages().size());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Edits, StoredBucketsEdited,
+    ::testing::Values(
+        StoredBucketEdit{"BucketMissing", [](auto* pages) { pages->erase("p:2"); }},
+        StoredBucketEdit{"ItemMissing",
+                         [](auto* pages) {
+                           (*pages)["p:1"].json =
+                               R"({"id":"p:1","postId":"p","items":[{"id":"c4","text":"t4"}]})";
+                         }},
+        StoredBucketEdit{"ItemsFieldMissing",
+                         [](auto* pages) { (*pages)["p:3"].json = R"({"id":"p:3"})"; }},
+        StoredBucketEdit{"ItemNotWhatItsMemberRendersTo",  // e.g. `select` changed, no rebuild
+                         [](auto* pages) {
+                           (*pages)["p:0"].json =
+                               R"({"id":"p:0","postId":"p","items":[{"id":"c1","text":"t1"},)"
+                               R"({"id":"c2"},{"id":"c3","text":"t3"}]})";
+                         }}),
+    [](const ::testing::TestParamInfo<StoredBucketEdit>& info) { return info.param.name; });
 
 TEST(OrderKey, OrdersLikeTheContract) {
   JsonDocument doc;
