@@ -534,9 +534,12 @@ Status DocumentBuilder::SpliceBucketTails(
   const std::string relation = BucketRelation(projection);
   const uint64_t size = projection.size;
   // Items are matched by position, so a document whose keys collide cannot be
-  // read back unambiguously: render those from the entities.
+  // read back unambiguously: render those from the entities (and those whose
+  // field name needs escaping, which SplitArrayField does not read).
+  std::vector<std::string> probe;
   if (projection.field == "id" || projection.by.text == "id" ||
-      projection.field == projection.by.text) {
+      projection.field == projection.by.text ||
+      !SplitArrayField("{\"" + projection.field + "\": []}", projection.field, &probe)) {
     for (const auto& entry : pending) unspliced->insert(entry.first);
     return Status::Ok();
   }
@@ -656,20 +659,13 @@ Status DocumentBuilder::SpliceBucketTails(
       // The stored buckets read for this page, each checked for its size.
       for (; consistent && splice.next_old < splice.read_to; ++splice.next_old) {
         auto found = stored_by_id.find(group + ":" + std::to_string(splice.next_old));
-        JsonDocument doc;
-        consistent = found != stored_by_id.end() && ParseJson(found->second->json, &doc).ok() &&
-                     doc.IsObject();
-        if (!consistent) break;
-        auto items = doc.FindMember(projection.field.c_str());
-        uint64_t expected = splice.next_old + 1 < splice.old_buckets
-                                ? size
-                                : splice.old_total - (splice.old_buckets - 1) * size;
-        consistent = items != doc.MemberEnd() && items->value.IsArray() &&
-                     items->value.Size() == expected;
-        if (!consistent) break;
-        for (const JsonValue& item : items->value.GetArray()) {
-          splice.old_items.push_back(ToJson(item));
-        }
+        std::vector<std::string> items;
+        consistent = found != stored_by_id.end() &&
+                     SplitArrayField(found->second->json, projection.field, &items) &&
+                     items.size() == (splice.next_old + 1 < splice.old_buckets
+                                          ? size
+                                          : splice.old_total - (splice.old_buckets - 1) * size);
+        for (std::string& item : items) splice.old_items.push_back(std::move(item));
       }
       for (size_t i = 0; consistent && i < splice.page.size(); ++i) {
         const Referrer* m = splice.page[i];

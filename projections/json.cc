@@ -191,3 +191,97 @@ std::string OrderKey(const JsonValue* value, bool descending) {
 }
 
 }  // namespace denormd
+
+namespace denormd {
+
+namespace {
+
+bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// The index just past the string that starts (with its quote) at `i`.
+size_t SkipString(const std::string& text, size_t i) {
+  for (++i; i < text.size(); ++i) {
+    if (text[i] == '\\') {
+      ++i;
+    } else if (text[i] == '"') {
+      return i + 1;
+    }
+  }
+  return std::string::npos;
+}
+
+// The index just past the value that starts at `i`: strings and nested
+// containers skipped whole, scalars up to the next delimiter.
+size_t SkipValue(const std::string& text, size_t i) {
+  if (i >= text.size()) return std::string::npos;
+  if (text[i] == '"') return SkipString(text, i);
+  if (text[i] != '{' && text[i] != '[') {
+    while (i < text.size() && text[i] != ',' && text[i] != '}' && text[i] != ']' &&
+           !IsJsonSpace(text[i])) {
+      ++i;
+    }
+    return i;
+  }
+  int depth = 0;
+  for (; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '"') {
+      i = SkipString(text, i);
+      if (i == std::string::npos) return i;
+      --i;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string::npos;
+}
+
+size_t SkipSpace(const std::string& text, size_t i) {
+  while (i < text.size() && IsJsonSpace(text[i])) ++i;
+  return i;
+}
+
+}  // namespace
+
+bool SplitArrayField(const std::string& object, const std::string& field,
+                     std::vector<std::string>* items) {
+  for (char c : field) {
+    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) return false;
+  }
+  size_t i = SkipSpace(object, 0);
+  if (i >= object.size() || object[i] != '{') return false;
+  i = SkipSpace(object, i + 1);
+  while (i < object.size() && object[i] == '"') {
+    size_t key_end = SkipString(object, i);
+    if (key_end == std::string::npos) return false;
+    bool match = object.compare(i + 1, key_end - i - 2, field) == 0;
+    i = SkipSpace(object, key_end);
+    if (i >= object.size() || object[i] != ':') return false;
+    i = SkipSpace(object, i + 1);
+    if (match) {
+      if (i >= object.size() || object[i] != '[') return false;
+      items->clear();
+      i = SkipSpace(object, i + 1);
+      if (i < object.size() && object[i] == ']') return true;
+      while (i < object.size()) {
+        size_t end = SkipValue(object, i);
+        if (end == std::string::npos) return false;
+        items->push_back(object.substr(i, end - i));
+        i = SkipSpace(object, end);
+        if (i < object.size() && object[i] == ']') return true;
+        if (i >= object.size() || object[i] != ',') return false;
+        i = SkipSpace(object, i + 1);
+      }
+      return false;
+    }
+    i = SkipValue(object, i);
+    if (i == std::string::npos) return false;
+    i = SkipSpace(object, i);
+    if (i < object.size() && object[i] == ',') i = SkipSpace(object, i + 1);
+  }
+  return false;
+}
+
+}  // namespace denormd

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <rapidjson/document.h>
 
@@ -35,6 +36,13 @@ Status ParseJsonShared(const std::string& text, JsonPtr* out);
 
 // Compact JSON text of a value.
 std::string ToJson(const JsonValue& value);
+
+// The elements of the array at top-level key `field` of a JSON object, as
+// they are spelled in `object` (no re-encoding), for JSON already known to be
+// valid (documents as stored). False when `object` is not an object holding
+// such an array, or `field` would need escaping; *items is then unspecified.
+bool SplitArrayField(const std::string& object, const std::string& field,
+                     std::vector<std::string>* items);
 
 // Structural equality: objects compare as unordered maps, numbers by value.
 bool JsonEquals(const JsonValue& a, const JsonValue& b);
