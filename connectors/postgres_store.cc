@@ -140,15 +140,32 @@ class PostgresTransaction : public StoreTransaction {
     array += '}';
     // A key is a row of the locks table; its lock is a row lock, which
     // PostgreSQL keeps in the row itself, so a fan-out that locks 100,000
-    // documents cannot exhaust the shared lock table. Rows are created by a
-    // separate autocommit connection first: inserting them here would make
-    // this transaction wait for another one's uncommitted insert.
-    DENORMD_RETURN_IF_ERROR(provision_(array));
+    // documents cannot exhaust the shared lock table. Missing rows are
+    // created by a separate autocommit connection: inserting them here would
+    // make this transaction wait for another one's uncommitted insert. Most
+    // keys have rows already, so they are locked first, in key order; the
+    // keys that had none are locked after their rows exist, out of that
+    // order, so without waiting: a conflict there is Busy, and the batch is
+    // retried (by then every row exists).
     const std::string sql = "select key from " + schema_ +
-                            ".locks where key = any($1::bigint[]) order by key for update" +
-                            (mode == LockMode::kNoWait ? " nowait" : "");
-    return Guard("locking " + std::to_string(ids.size()) + " keys",
-                 [&] { work_.exec_params(sql, array); });
+                            ".locks where key = any($1::bigint[]) order by key for update";
+    const std::string what = "locking " + std::to_string(ids.size()) + " keys";
+    pqxx::result locked;
+    DENORMD_RETURN_IF_ERROR(Guard(what, [&] {
+      locked = work_.exec_params(sql + (mode == LockMode::kNoWait ? " nowait" : ""), array);
+    }));
+    if (locked.size() == ids.size()) return Status::Ok();
+    std::set<int64_t> have;
+    for (const auto& row : locked) have.insert(row[0].as<int64_t>());
+    std::string missing = "{";
+    for (int64_t id : ids) {
+      if (have.count(id)) continue;
+      if (missing.size() > 1) missing += ',';
+      missing += std::to_string(id);
+    }
+    missing += '}';
+    DENORMD_RETURN_IF_ERROR(provision_(missing));
+    return Guard(what, [&] { work_.exec_params(sql + " nowait", missing); });
   }
 
   Status LoadEntities(const std::vector<EntityKey>& keys,
