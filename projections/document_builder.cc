@@ -522,6 +522,43 @@ bool OldTotal(const BucketBound& bound, uint64_t total, uint64_t* out) {
   return true;
 }
 
+// One group's members in a page of a tail read, in order, without the member
+// that a continued group re-reads as its page's bound; `more` when the
+// group's tail goes on, with the bound of its next page in *next_pending.
+struct TailPage {
+  std::vector<const Referrer*> members;
+  bool more = false;
+};
+
+std::map<std::string, TailPage> SplitTailPage(
+    const std::vector<Referrer>& loaded,
+    const std::map<std::string, StoreTransaction::ReferrerBound>& pending,
+    const std::set<std::string>& continued, uint64_t page_rows,
+    std::map<std::string, StoreTransaction::ReferrerBound>* next_pending) {
+  std::map<std::string, std::vector<const Referrer*>> by_group;
+  for (const Referrer& member : loaded) by_group[member.target].push_back(&member);
+  std::map<std::string, TailPage> pages;
+  for (const auto& entry : pending) {
+    const std::string& group = entry.first;
+    std::vector<const Referrer*>& members = by_group[group];
+    SortReferrers(&members);
+    uint64_t forward = 0;
+    for (const Referrer* m : members) {
+      if (std::tie(m->sort, m->entity.key.id) >= std::tie(entry.second.sort, entry.second.id)) {
+        ++forward;
+      }
+    }
+    TailPage& page = pages[group];
+    page.more = forward >= page_rows;
+    if (page.more) {
+      (*next_pending)[group] = {members.back()->sort, members.back()->entity.key.id, 0};
+    }
+    size_t skip = continued.count(group) && !members.empty() ? 1 : 0;
+    page.members.assign(members.begin() + skip, members.end());
+  }
+  return pages;
+}
+
 }  // namespace
 
 Status DocumentBuilder::SpliceBucketTails(
@@ -565,32 +602,20 @@ Status DocumentBuilder::SpliceBucketTails(
     std::vector<Referrer> loaded;
     DENORMD_RETURN_IF_ERROR(
         txn->FindReferrersAround(projection.buckets, relation, pending, page_rows, &loaded));
-    std::map<std::string, std::vector<const Referrer*>> by_group;
-    for (const Referrer& member : loaded) by_group[member.target].push_back(&member);
+    std::map<std::string, StoreTransaction::ReferrerBound> next_pending;
+    std::map<std::string, TailPage> pages =
+        SplitTailPage(loaded, pending, continued, page_rows, &next_pending);
 
     // Plan the page: the stored buckets and the entities it needs, read for
     // every group at once.
     std::vector<std::string> document_ids;
     std::vector<EntityKey> entity_keys;
-    std::map<std::string, StoreTransaction::ReferrerBound> next_pending;
     for (const auto& entry : pending) {
       const std::string& group = entry.first;
       const BucketBound& bound = bounds.at(group);
       TailSplice& splice = splices[group];
-      std::vector<const Referrer*>& members = by_group[group];
-      SortReferrers(&members);
-      uint64_t forward = 0;
-      for (const Referrer* m : members) {
-        if (std::tie(m->sort, m->entity.key.id) >= std::tie(entry.second.sort, entry.second.id)) {
-          ++forward;
-        }
-      }
-      splice.more = forward >= page_rows;
-      if (splice.more) {
-        next_pending[group] = {members.back()->sort, members.back()->entity.key.id, 0};
-      }
-      size_t skip = continued.count(group) && !members.empty() ? 1 : 0;  // the re-read bound
-      splice.page.assign(members.begin() + skip, members.end());
+      splice.page = std::move(pages[group].members);
+      splice.more = pages[group].more;
       if (!splice.started) {
         // The tail starts at its first member (before the bound when the
         // bound's bucket has earlier members) or at the bound.
@@ -738,25 +763,15 @@ Status DocumentBuilder::RenderBucketTails(
     std::vector<Referrer> loaded;
     DENORMD_RETURN_IF_ERROR(
         txn->LoadReferrersAround(projection.buckets, relation, pending, page, &loaded));
-    std::map<std::string, std::vector<const Referrer*>> by_group;
-    for (const Referrer& member : loaded) by_group[member.target].push_back(&member);
     std::map<std::string, StoreTransaction::ReferrerBound> next_pending;
+    std::map<std::string, TailPage> pages =
+        SplitTailPage(loaded, pending, continued, page, &next_pending);
     std::vector<DocumentRow> rows;
-    for (const auto& entry : pending) {
+    for (const auto& entry : pages) {
       const std::string& group = entry.first;
-      std::vector<const Referrer*>& members = by_group[group];
-      SortReferrers(&members);
-      uint64_t forward = 0;
-      for (const Referrer* m : members) {
-        if (std::tie(m->sort, m->entity.key.id) >= std::tie(entry.second.sort, entry.second.id)) {
-          ++forward;
-        }
-      }
-      bool more = forward >= page;
-      if (more) next_pending[group] = {members.back()->sort, members.back()->entity.key.id, 0};
+      bool more = entry.second.more;
       std::vector<Referrer>& pool = carry[group];
-      size_t skip = continued.count(group) && !members.empty() ? 1 : 0;  // the re-read bound
-      for (size_t i = skip; i < members.size(); ++i) pool.push_back(*members[i]);
+      for (const Referrer* member : entry.second.members) pool.push_back(*member);
       size_t complete = more ? pool.size() / projection.size * projection.size : pool.size();
       std::vector<const Referrer*> done;
       for (size_t i = 0; i < complete; ++i) done.push_back(&pool[i]);
