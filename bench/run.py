@@ -57,7 +57,7 @@ import kafka_produce  # noqa: E402  (bench/kafka_produce.py)
 COLLECTIONS = ["authors", "books", "posts", "post_comments"]
 # The default run is a tenth of the sizes, so that the whole benchmark
 # fits in 10 minutes on 2 cores; the sizes (10,000 authors, 100,000
-# books, 1,000 posts, 1,000,000 comments, 200,000 changes) take about 24
+# books, 1,000 posts, 1,000,000 comments, 200,000 changes) take about 15
 # minutes (docs/benchmarks.md has both).
 GEN_DEFAULTS = {"authors": 1_000, "books": 10_000, "posts": 100, "comments": 100_000}
 SCHEMAS = {  # contender -> schema
