@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/log.h"
 #include "connectors/event_log.h"
 
 namespace denormd {
@@ -54,6 +55,7 @@ Status ReplayLog(const Config& config, const BatchApplier& applier, Store* store
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(5000, 100 << attempt)));
     }
     DENORMD_RETURN_IF_ERROR(status);
+    WarnIfTailsRendered(stats);
     report->stats.Add(stats);
     report->batches++;
     report->last_line = raw.back().at.position;
@@ -62,6 +64,14 @@ Status ReplayLog(const Config& config, const BatchApplier& applier, Store* store
     }
   }
   return Status::Ok();
+}
+
+void WarnIfTailsRendered(const BatchStats& stats) {
+  if (stats.tails_rendered == 0) return;
+  Log(LogLevel::kWarn, "bucket_tails_rendered",
+      {{"groups", stats.tails_rendered},
+       {"reason", "stored buckets did not match their members (edited, or select changed "
+                  "without rebuild); rendered from the entities, exact; run denormd verify"}});
 }
 
 }  // namespace denormd

@@ -39,6 +39,11 @@ struct ReplayReport {
 Status ReplayLog(const Config& config, const BatchApplier& applier, Store* store,
                  const std::string& path, const ReplayOptions& options, ReplayReport* report);
 
+// Warns when a batch rendered bucket tails from their entities because the
+// stored buckets did not fit (edited behind denormd's back, or a `select`
+// changed without a rebuild): the batch is exact, but `verify` is due.
+void WarnIfTailsRendered(const BatchStats& stats);
+
 }  // namespace denormd
 
 #endif  // DENORMD_DAEMON_REPLAY_H_

@@ -16,6 +16,7 @@
 #include "daemon/cli.h"
 #include "daemon/http_server.h"
 #include "daemon/metrics.h"
+#include "daemon/replay.h"
 #include "projections/batch_applier.h"
 
 namespace denormd {
@@ -222,6 +223,7 @@ class Daemon {
         }
         metrics_.ObserveEventAges(ages);
         if (attempt > 1) Log(LogLevel::kInfo, "batch_recovered", {{"attempts", attempt}});
+        WarnIfTailsRendered(stats);
         health_.Set(true, "ok");
         metrics_.SetStoreHealthy(true);
         Log(LogLevel::kDebug, "batch_committed",

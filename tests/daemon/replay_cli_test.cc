@@ -233,5 +233,29 @@ TEST(ReplayCli, UnreachableDatabaseIsAClearError) {
   EXPECT_NE(std::string::npos, output.find("127.0.0.1:1")) << output;
 }
 
+TEST(ReplayCli, EditedStoredBucketIsWarnedAboutAndStillExact) {
+  Config config;
+  std::string config_file = ArticleConfigFile(&config);
+  std::string load;
+  for (int i = 0; i < 250; ++i) {  // buckets p:0 .. p:2
+    load += R"({"type":"comment","id":"c)" + std::to_string(1000 + i) +
+            R"(","op":"upsert","data":{"postId":"p","createdAt":)" + std::to_string(i) +
+            R"(,"comment":"text"}})" "\n";
+  }
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", config_file, testing::WriteTempFile("load.jsonl", load)},
+                          &output))
+      << output;
+  EXPECT_EQ(std::string::npos, output.find("bucket_tails_rendered")) << output;
+  Sql("update " + config.store.schema + ".post_comments set doc = jsonb_set(doc, '{comments}',"
+      " (doc->'comments') - 0) where id = 'p:1'");
+  std::string change = testing::WriteTempFile(
+      "change.jsonl", R"({"type":"comment","id":"c1000","op":"delete"})" "\n");
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", config_file, change}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("bucket_tails_rendered")) << output;
+  EXPECT_NE(std::string::npos, output.find("denormd verify")) << output;
+  EXPECT_EQ(0, RunDenormd({"verify", "-c", config_file}, &output)) << output;
+}
+
 }  // namespace
 }  // namespace denormd
