@@ -142,18 +142,20 @@ class PostgresTransaction : public StoreTransaction {
     // PostgreSQL keeps in the row itself, so a fan-out that locks 100,000
     // documents cannot exhaust the shared lock table. Missing rows are
     // created by a separate autocommit connection: inserting them here would
-    // make this transaction wait for another one's uncommitted insert. Most
-    // keys have rows already, so they are locked first, in key order; the
-    // keys that had none are locked after their rows exist, out of that
-    // order, so without waiting: a conflict there is Busy, and the batch is
-    // retried (by then every row exists).
+    // make this transaction wait for another one's uncommitted insert.
     const std::string sql = "select key from " + schema_ +
                             ".locks where key = any($1::bigint[]) order by key for update";
     const std::string what = "locking " + std::to_string(ids.size()) + " keys";
+    if (mode == LockMode::kWait) {
+      // Waiting locks are taken in one statement, in key order, so that two
+      // writers cannot deadlock: every row must exist first.
+      DENORMD_RETURN_IF_ERROR(provision_(array));
+      return Guard(what, [&] { work_.exec_params(sql, array); });
+    }
+    // Without waiting, order does not matter: lock the rows that exist (most
+    // of them: the extra round trip is saved), then create and lock the rest.
     pqxx::result locked;
-    DENORMD_RETURN_IF_ERROR(Guard(what, [&] {
-      locked = work_.exec_params(sql + (mode == LockMode::kNoWait ? " nowait" : ""), array);
-    }));
+    DENORMD_RETURN_IF_ERROR(Guard(what, [&] { locked = work_.exec_params(sql + " nowait", array); }));
     if (locked.size() == ids.size()) return Status::Ok();
     std::set<int64_t> have;
     for (const auto& row : locked) have.insert(row[0].as<int64_t>());

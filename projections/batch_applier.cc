@@ -146,11 +146,9 @@ DecodedBatch DecodeBatch(const Config& config, const std::vector<RawEvent>& raw)
 }
 
 Status BatchApplier::Apply(Store* store, const DecodedBatch& batch, BatchStats* stats) const {
-  // Busy means another writer held a lock this transaction takes without
-  // waiting (phase 2, or a key whose lock row was just created: see
-  // LockKeys); the transaction rolled back holding nothing. Retry at once;
-  // from the third attempt on, run alone (exclusive writer lock), which
-  // always succeeds.
+  // Busy means another writer held a phase-2 lock; the transaction rolled
+  // back holding nothing. Retry at once; from the third attempt on, run alone
+  // (exclusive writer lock), which always succeeds.
   for (int attempt = 1;; ++attempt) {
     const bool exclusive = attempt >= kAttemptsBeforeExclusive;
     std::unique_ptr<StoreTransaction> txn;
