@@ -18,6 +18,17 @@ namespace {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
+// A PostgreSQL bigint[] literal: {1,-2,3}.
+std::string PgBigintArray(const std::vector<int64_t>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(values[i]);
+  }
+  out += '}';
+  return out;
+}
+
 // Converts a libpqxx exception into a Status that says what a retry would do.
 Status FromException(const std::exception& e, const std::string& what) {
   std::string message = what + ": " + e.what();
@@ -132,12 +143,7 @@ class PostgresTransaction : public StoreTransaction {
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     if (ids.empty()) return Status::Ok();
-    std::string array = "{";
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (i) array += ',';
-      array += std::to_string(ids[i]);
-    }
-    array += '}';
+    const std::string array = PgBigintArray(ids);
     // A key is a row of the locks table; its lock is a row lock, which
     // PostgreSQL keeps in the row itself, so a fan-out that locks 100,000
     // documents cannot exhaust the shared lock table. Missing rows are
@@ -159,13 +165,11 @@ class PostgresTransaction : public StoreTransaction {
     if (locked.size() == ids.size()) return Status::Ok();
     std::set<int64_t> have;
     for (const auto& row : locked) have.insert(row[0].as<int64_t>());
-    std::string missing = "{";
+    std::vector<int64_t> absent;
     for (int64_t id : ids) {
-      if (have.count(id)) continue;
-      if (missing.size() > 1) missing += ',';
-      missing += std::to_string(id);
+      if (!have.count(id)) absent.push_back(id);
     }
-    missing += '}';
+    const std::string missing = PgBigintArray(absent);
     DENORMD_RETURN_IF_ERROR(provision_(missing));
     return Guard(what, [&] { work_.exec_params(sql + " nowait", missing); });
   }
@@ -291,28 +295,24 @@ class PostgresTransaction : public StoreTransaction {
                        const std::vector<std::string>& targets,
                        std::vector<Referrer>* out) override {
     if (targets.empty()) return Status::Ok();
-    pqxx::result rows;
-    DENORMD_RETURN_IF_ERROR(Guard("finding referrers", [&] {
-      rows = work_.exec_params("select target, encode(sort, 'hex'), id from " + schema_ +
-                                   ".refs where type = $1 and field = $2 and"
-                                   " target = any($3::text[])",
-                               type, relation, PgTextArray(targets));
-    }));
-    AppendReferrerKeys(type, rows, out);
-    return Status::Ok();
+    return ReadReferrerRows("finding referrers",
+                            "select target, encode(sort, 'hex'), id from " + schema_ +
+                                ".refs where type = $1 and field = $2 and"
+                                " target = any($3::text[])",
+                            type, false, out, relation, PgTextArray(targets));
   }
 
   Status LoadReferrers(const std::string& type, const std::string& relation,
                        const std::vector<std::string>& targets,
                        std::vector<Referrer>* out) override {
     if (targets.empty()) return Status::Ok();
-    return LoadReferrerRows(
+    return ReadReferrerRows(
         "loading referrers",
         "select r.target, encode(r.sort, 'hex'), e.id, e.version::text, e.data::text from " +
             schema_ + ".refs r join " + schema_ +
             ".entities e on e.type = r.type and e.id = r.id"
             " where r.type = $1 and r.field = $2 and r.target = any($3::text[])",
-        type, out, relation, PgTextArray(targets));
+        type, true, out, relation, PgTextArray(targets));
   }
 
   Status CountReferrers(const std::string& type, const std::string& relation,
@@ -336,7 +336,7 @@ class PostgresTransaction : public StoreTransaction {
     if (targets.empty()) return Status::Ok();
     // Per target, an index scan of refs in (sort, id) order that stops after
     // `limit` rows: a post with a million comments costs three index reads.
-    return LoadReferrerRows(
+    return ReadReferrerRows(
         "loading first referrers",
         "select t.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text"
         " from unnest($3::text[]) t(target) cross join lateral (select r.sort, r.id from " +
@@ -344,7 +344,7 @@ class PostgresTransaction : public StoreTransaction {
             ".refs r where r.type = $1 and r.field = $2 and r.target = t.target"
             " order by r.sort, r.id limit $4) x join " +
             schema_ + ".entities e on e.type = $1 and e.id = x.id",
-        type, out, relation, PgTextArray(targets), static_cast<int64_t>(limit));
+        type, true, out, relation, PgTextArray(targets), static_cast<int64_t>(limit));
   }
 
   Status CountReferrersFrom(const std::string& type, const std::string& relation,
@@ -397,34 +397,13 @@ class PostgresTransaction : public StoreTransaction {
         " union all (select r.sort, r.id from " + schema_ + range + ">=" + bound +
         " order by r.sort, r.id limit $7)) x";
     const int64_t max_rows = static_cast<int64_t>(limit == 0 ? INT64_MAX : limit);
-    if (with_data) {
-      return LoadReferrerRows(
-          "loading referrers",
-          "select t.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text" + around +
-              " join " + schema_ + ".entities e on e.type = $1 and e.id = x.id",
-          type, out, relation, PgTextArray(targets), PgTextArray(sorts), PgTextArray(ids),
-          PgTextArray(befores), max_rows);
-    }
-    pqxx::result rows;
-    DENORMD_RETURN_IF_ERROR(Guard("finding referrers", [&] {
-      rows = work_.exec_params("select t.target, encode(x.sort, 'hex'), x.id" + around, type,
-                               relation, PgTextArray(targets), PgTextArray(sorts),
-                               PgTextArray(ids), PgTextArray(befores), max_rows);
-    }));
-    AppendReferrerKeys(type, rows, out);
-    return Status::Ok();
-  }
-
-  // Rows of (target, hex sort, id).
-  static void AppendReferrerKeys(const std::string& type, const pqxx::result& rows,
-                                 std::vector<Referrer>* out) {
-    for (const auto& row : rows) {
-      Referrer referrer;
-      referrer.target = row[0].c_str();
-      referrer.sort = HexDecode(row[1].c_str());
-      referrer.entity.key = {type, row[2].c_str()};
-      out->push_back(std::move(referrer));
-    }
+    const std::string sql =
+        with_data ? "select t.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text" +
+                        around + " join " + schema_ + ".entities e on e.type = $1 and e.id = x.id"
+                  : "select t.target, encode(x.sort, 'hex'), x.id" + around;
+    return ReadReferrerRows(with_data ? "loading referrers" : "finding referrers", sql, type,
+                            with_data, out, relation, PgTextArray(targets), PgTextArray(sorts),
+                            PgTextArray(ids), PgTextArray(befores), max_rows);
   }
 
   static void BoundArrays(const std::map<std::string, ReferrerBound>& bounds,
@@ -670,10 +649,11 @@ class PostgresTransaction : public StoreTransaction {
     return Status::Ok();
   }
 
-  // Runs a query returning (target, sort hex, id, version, data) rows.
+  // Runs a query returning (target, sort hex, id) rows, followed by
+  // (version, data) when `with_data`; without, entity.data stays null.
   template <typename... Args>
-  Status LoadReferrerRows(const std::string& what, const std::string& sql, const std::string& type,
-                          std::vector<Referrer>* out, Args&&... args) {
+  Status ReadReferrerRows(const std::string& what, const std::string& sql, const std::string& type,
+                          bool with_data, std::vector<Referrer>* out, Args&&... args) {
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard(what, [&] {
       rows = work_.exec_params(sql, type, std::forward<Args>(args)...);
@@ -683,8 +663,10 @@ class PostgresTransaction : public StoreTransaction {
       referrer.target = row[0].c_str();
       referrer.sort = HexDecode(row[1].c_str());
       referrer.entity.key = {type, row[2].c_str()};
-      referrer.entity.version = ParseVersion(row[3]);
-      DENORMD_RETURN_IF_ERROR(ParseData(row[4], &referrer.entity.data));
+      if (with_data) {
+        referrer.entity.version = ParseVersion(row[3]);
+        DENORMD_RETURN_IF_ERROR(ParseData(row[4], &referrer.entity.data));
+      }
       out->push_back(std::move(referrer));
     }
     return Status::Ok();
