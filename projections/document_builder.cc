@@ -483,6 +483,14 @@ Status DocumentBuilder::BuildBucketTails(
 
 namespace {
 
+// One group's members in a page of a tail read, in order, without the member
+// that a continued group re-reads as its page's bound; `more` when the
+// group's tail goes on, with the bound of its next page in *next_pending.
+struct TailPage {
+  std::vector<const Referrer*> members;
+  bool more = false;
+};
+
 // One group's tail being spliced: the stored buckets from the tail's first
 // one on hold the items of the members before the batch, in order; walking
 // the members now in order, an unchanged member takes the next stored item,
@@ -498,17 +506,33 @@ struct TailSplice {
   bool started = false;  // old_keys trimmed to the tail
   bool sampled = false;  // one unchanged item compared with its entity
   std::vector<std::string> pool;  // items of buckets not yet emitted
-  std::vector<const Referrer*> page;
-  bool more = false;
+  TailPage page;                  // the members of this round
   uint64_t read_to = 0;  // stored buckets [next_old, read_to) are read this page
-};
 
-bool TakeOldItem(TailSplice* splice, std::string* item) {
-  if (splice->old_items.empty()) return false;
-  if (item != nullptr) *item = std::move(splice->old_items.front());
-  splice->old_items.pop_front();
-  return true;
-}
+  // How many items stored bucket `n` held before the batch.
+  uint64_t StoredItems(uint64_t n, uint64_t size) const {
+    return n + 1 < old_buckets ? size : old_total - (old_buckets - 1) * size;
+  }
+
+  bool TakeOldItem(std::string* item) {
+    if (old_items.empty()) return false;
+    *item = std::move(old_items.front());
+    old_items.pop_front();
+    return true;
+  }
+
+  // Drops the stored items of the changed members whose old key is at or
+  // before `key` (all that are left when `key` is null). False when the
+  // stored buckets ran out first.
+  bool DropOldItemsThrough(const std::pair<std::string, std::string>* key) {
+    for (; next_old_key < old_keys.size() && (key == nullptr || old_keys[next_old_key] <= *key);
+         ++next_old_key) {
+      if (old_items.empty()) return false;
+      old_items.pop_front();
+    }
+    return true;
+  }
+};
 
 // Members before the batch, from the members now and the batch's changes.
 bool OldTotal(const BucketBound& bound, uint64_t total, uint64_t* out) {
@@ -521,14 +545,6 @@ bool OldTotal(const BucketBound& bound, uint64_t total, uint64_t* out) {
   *out = total + left - entered;
   return true;
 }
-
-// One group's members in a page of a tail read, in order, without the member
-// that a continued group re-reads as its page's bound; `more` when the
-// group's tail goes on, with the bound of its next page in *next_pending.
-struct TailPage {
-  std::vector<const Referrer*> members;
-  bool more = false;
-};
 
 std::map<std::string, TailPage> SplitTailPage(
     const std::vector<Referrer>& loaded,
@@ -573,10 +589,8 @@ Status DocumentBuilder::SpliceBucketTails(
   // Items are matched by position, so a document whose keys collide cannot be
   // read back unambiguously: render those from the entities (and those whose
   // field name needs escaping, which SplitArrayField does not read).
-  std::vector<std::string> probe;
   if (projection.field == "id" || projection.by.text == "id" ||
-      projection.field == projection.by.text ||
-      !SplitArrayField("{\"" + projection.field + "\": []}", projection.field, &probe)) {
+      projection.field == projection.by.text || NeedsJsonEscaping(projection.field)) {
     for (const auto& entry : pending) unspliced->insert(entry.first);
     return Status::Ok();
   }
@@ -614,15 +628,15 @@ Status DocumentBuilder::SpliceBucketTails(
       const std::string& group = entry.first;
       const BucketBound& bound = bounds.at(group);
       TailSplice& splice = splices[group];
-      splice.page = std::move(pages[group].members);
-      splice.more = pages[group].more;
+      splice.page = std::move(pages[group]);
+      const std::vector<const Referrer*>& members = splice.page.members;
       if (!splice.started) {
         // The tail starts at its first member (before the bound when the
         // bound's bucket has earlier members) or at the bound.
         std::pair<std::string, std::string> start{bound.sort, bound.id};
-        if (!splice.page.empty()) {
-          start = std::min(start, std::make_pair(splice.page.front()->sort,
-                                                 splice.page.front()->entity.key.id));
+        if (!members.empty()) {
+          start = std::min(start, std::make_pair(members.front()->sort,
+                                                 members.front()->entity.key.id));
         }
         splice.old_keys.erase(
             splice.old_keys.begin(),
@@ -633,7 +647,7 @@ Status DocumentBuilder::SpliceBucketTails(
       // key passed; and every stored bucket this page may overwrite must be
       // read before it is.
       uint64_t needed = 0;
-      for (const Referrer* m : splice.page) {
+      for (const Referrer* m : members) {
         if (bound.fresh_ids.count(m->entity.key.id)) {
           entity_keys.push_back(m->entity.key);
         } else if (++needed == 1 && !splice.sampled) {
@@ -641,22 +655,20 @@ Status DocumentBuilder::SpliceBucketTails(
         }
       }
       size_t keys_passed = splice.old_keys.size();
-      if (splice.more && !splice.page.empty()) {
+      if (splice.page.more && !members.empty()) {
         keys_passed = std::upper_bound(splice.old_keys.begin(), splice.old_keys.end(),
-                                       std::make_pair(splice.page.back()->sort,
-                                                      splice.page.back()->entity.key.id)) -
+                                       std::make_pair(members.back()->sort,
+                                                      members.back()->entity.key.id)) -
                       splice.old_keys.begin();
       }
       needed += keys_passed - std::min(keys_passed, splice.next_old_key);
       uint64_t emitted_to = (*next_bucket)[group] +
-                            (splice.pool.size() + splice.page.size() + size - 1) / size;
+                            (splice.pool.size() + members.size() + size - 1) / size;
       uint64_t available = splice.old_items.size();
       splice.read_to = splice.next_old;
       while (splice.read_to < splice.old_buckets &&
              (available < needed || splice.read_to < emitted_to)) {
-        available += splice.read_to + 1 < splice.old_buckets
-                         ? size
-                         : splice.old_total - (splice.old_buckets - 1) * size;
+        available += splice.StoredItems(splice.read_to, size);
         document_ids.push_back(group + ":" + std::to_string(splice.read_to));
         ++splice.read_to;
       }
@@ -687,29 +699,24 @@ Status DocumentBuilder::SpliceBucketTails(
         std::vector<std::string> items;
         consistent = found != stored_by_id.end() &&
                      SplitArrayField(found->second->json, projection.field, &items) &&
-                     items.size() == (splice.next_old + 1 < splice.old_buckets
-                                          ? size
-                                          : splice.old_total - (splice.old_buckets - 1) * size);
+                     items.size() == splice.StoredItems(splice.next_old, size);
         for (std::string& item : items) splice.old_items.push_back(std::move(item));
       }
-      for (size_t i = 0; consistent && i < splice.page.size(); ++i) {
-        const Referrer* m = splice.page[i];
+      for (size_t i = 0; consistent && i < splice.page.members.size(); ++i) {
+        const Referrer* m = splice.page.members[i];
         const std::pair<std::string, std::string> key{m->sort, m->entity.key.id};
-        while (consistent && splice.next_old_key < splice.old_keys.size() &&
-               splice.old_keys[splice.next_old_key] <= key) {
-          consistent = TakeOldItem(&splice, nullptr);
-          ++splice.next_old_key;
-        }
-        auto entity = entities.find(m->entity.key.id);
+        consistent = splice.DropOldItemsThrough(&key);
         std::string item;
         if (bound.fresh_ids.count(m->entity.key.id)) {
+          auto entity = entities.find(m->entity.key.id);
           consistent = consistent && entity != entities.end();
           if (consistent) item = RenderItem(projection, *entity->second);
         } else {
-          consistent = consistent && TakeOldItem(&splice, &item);
+          consistent = consistent && splice.TakeOldItem(&item);
           if (consistent && !splice.sampled) {
             // A changed `select` (or an edited document) shows here: the
             // stored item must be what the member renders to now.
+            auto entity = entities.find(m->entity.key.id);
             JsonDocument stored_item, rendered_item;
             consistent = entity != entities.end() && ParseJson(item, &stored_item).ok() &&
                          ParseJson(RenderItem(projection, *entity->second), &rendered_item).ok() &&
@@ -719,14 +726,10 @@ Status DocumentBuilder::SpliceBucketTails(
         }
         if (consistent) splice.pool.push_back(std::move(item));
       }
-      if (consistent && !splice.more) {
+      if (consistent && !splice.page.more) {
         // The tail's end: the old keys left are members that left it, and
         // every stored item and bucket has been taken.
-        while (consistent && splice.next_old_key < splice.old_keys.size()) {
-          consistent = TakeOldItem(&splice, nullptr);
-          ++splice.next_old_key;
-        }
-        consistent = consistent && splice.old_items.empty() &&
+        consistent = splice.DropOldItemsThrough(nullptr) && splice.old_items.empty() &&
                      splice.next_old == splice.old_buckets;
       }
       if (!consistent) {
@@ -734,7 +737,7 @@ Status DocumentBuilder::SpliceBucketTails(
         next_pending.erase(group);
         continue;
       }
-      size_t complete = splice.more ? splice.pool.size() / size * size : splice.pool.size();
+      size_t complete = splice.page.more ? splice.pool.size() / size * size : splice.pool.size();
       AppendBuckets(projection, group, (*next_bucket)[group], splice.pool, complete, &rows);
       (*next_bucket)[group] += (complete + size - 1) / size;
       splice.pool.erase(splice.pool.begin(), splice.pool.begin() + complete);

@@ -245,11 +245,16 @@ size_t SkipSpace(const std::string& text, size_t i) {
 
 }  // namespace
 
+bool NeedsJsonEscaping(const std::string& text) {
+  for (char c : text) {
+    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) return true;
+  }
+  return false;
+}
+
 bool SplitArrayField(const std::string& object, const std::string& field,
                      std::vector<std::string>* items) {
-  for (char c : field) {
-    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) return false;
-  }
+  if (NeedsJsonEscaping(field)) return false;
   size_t i = SkipSpace(object, 0);
   if (i >= object.size() || object[i] != '{') return false;
   i = SkipSpace(object, i + 1);

@@ -37,6 +37,10 @@ Status ParseJsonShared(const std::string& text, JsonPtr* out);
 // Compact JSON text of a value.
 std::string ToJson(const JsonValue& value);
 
+// True when `text` cannot be written between JSON quotes as it is (it holds
+// a quote, a backslash or a control character).
+bool NeedsJsonEscaping(const std::string& text);
+
 // The elements of the array at top-level key `field` of a JSON object, as
 // they are spelled in `object` (no re-encoding), for JSON already known to be
 // valid (documents as stored). False when `object` is not an object holding
