@@ -30,6 +30,15 @@ std::string ArticleConfigFile(Config* config) {
   return testing::WriteTempFile("config.yaml", text);
 }
 
+// Replays the article's events.jsonl with `config_file`.
+void ReplayArticleEvents(const std::string& config_file) {
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", config_file,
+                           SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+}
+
 TEST(ReplayCli, SecondRunAppliesNothingAndSaysSo) {
   Config config;
   std::string config_file = ArticleConfigFile(&config);
@@ -104,11 +113,8 @@ TEST(ReplayCli, KillNineMidReplayThenRerunEndsExact) {
 TEST(VerifyCli, NamesACorruptedDocumentAndRebuildRepairsIt) {
   Config config;
   std::string config_file = ArticleConfigFile(&config);
+  ASSERT_NO_FATAL_FAILURE(ReplayArticleEvents(config_file));
   std::string output;
-  ASSERT_EQ(0, RunDenormd({"replay", "-c", config_file,
-                           SourcePath("tests/data/article/events.jsonl")},
-                          &output))
-      << output;
   ASSERT_EQ(0, RunDenormd({"verify", "-c", config_file}, &output)) << output;
   EXPECT_NE(std::string::npos, output.find("all documents match")) << output;
 
@@ -138,11 +144,8 @@ TEST(VerifyCli, NamesACorruptedDocumentAndRebuildRepairsIt) {
 TEST(RebuildCli, ChangedRelationsAreRefusedUntilRebuildReindexes) {
   Config config;
   std::string config_file = ArticleConfigFile(&config);
+  ASSERT_NO_FATAL_FAILURE(ReplayArticleEvents(config_file));
   std::string output;
-  ASSERT_EQ(0, RunDenormd({"replay", "-c", config_file,
-                           SourcePath("tests/data/article/events.jsonl")},
-                          &output))
-      << output;
   // The same store, with the recent comments now ordered oldest first: the
   // index holds no rows for that order yet.
   std::string text = testing::ReadFile(config_file);
