@@ -213,24 +213,25 @@ def setup(env, args, started):
     env.denormd = copy
 
     log(f"starting PostgreSQL on port {args.pg_port} (state in {env.state_dir})")
-    pg = os.path.join(REPO, "scripts", "postgres.sh")
-    was_running = env.run([pg, "status"], "postgres.sh status", check=False).returncode == 0
-    env.run([pg, "start"], "postgres.sh start")
-    if not was_running:
-        started.append("postgres")
+    start_service(env, "postgres", started)
     if not args.skip_kafka:
         log(f"starting Kafka on port {args.kafka_port}")
-        kafka = os.path.join(REPO, "scripts", "kafka.sh")
-        was_running = env.run([kafka, "status"], "kafka.sh status", check=False).returncode == 0
-        env.run([kafka, "start"], "kafka.sh start")
-        if not was_running:
-            started.append("kafka")
-    os.makedirs(env.work, exist_ok=True)
+        start_service(env, "kafka", started)
+
+
+def start_service(env, name, started):
+    """Starts scripts/NAME.sh; records NAME in `started` unless it was already running
+    (a service the run did not start is left running at the end)."""
+    script = os.path.join(REPO, "scripts", f"{name}.sh")
+    was_running = env.run([script, "status"], f"{name}.sh status", check=False).returncode == 0
+    env.run([script, "start"], f"{name}.sh start")
+    if not was_running:
+        started.append(name)
 
 
 def stop_services(env, started):
     for name in reversed(started):
-        script = os.path.join(REPO, "scripts", "postgres.sh" if name == "postgres" else "kafka.sh")
+        script = os.path.join(REPO, "scripts", f"{name}.sh")
         log(f"stopping {name}")
         env.run([script, "stop"], f"{name} stop", check=False)
 
