@@ -1,5 +1,6 @@
 #include "daemon/replay.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -52,7 +53,7 @@ Status ReplayLog(const Config& config, const BatchApplier& applier, Store* store
       status = applier.Apply(store, batch, &stats);
       if (status.ok() || !status.IsTransient() || attempt >= options.max_attempts) break;
       if (options.on_retry) options.on_retry(status, attempt);
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(5000, 100 << attempt)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(RetryBackoffMs(attempt)));
     }
     DENORMD_RETURN_IF_ERROR(status);
     WarnIfTailsRendered(stats);
@@ -65,6 +66,8 @@ Status ReplayLog(const Config& config, const BatchApplier& applier, Store* store
   }
   return Status::Ok();
 }
+
+int RetryBackoffMs(int attempt) { return std::min(5000, 100 << std::min(attempt, 6)); }
 
 void WarnIfTailsRendered(const BatchStats& stats) {
   if (stats.tails_rendered == 0) return;

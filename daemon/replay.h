@@ -39,6 +39,10 @@ struct ReplayReport {
 Status ReplayLog(const Config& config, const BatchApplier& applier, Store* store,
                  const std::string& path, const ReplayOptions& options, ReplayReport* report);
 
+// The pause before retry `attempt` (1, 2, ...) of a batch that failed
+// transiently: 200 ms doubling to at most 5 s. `replay` and `run` share it.
+int RetryBackoffMs(int attempt);
+
 // Warns when a batch rendered bucket tails from their entities because the
 // stored buckets did not fit (edited behind denormd's back, or a `select`
 // changed without a rebuild): the batch is exact, but `verify` is due.

@@ -140,12 +140,10 @@ class Daemon {
       }
       health_.Set(false, "store unavailable: " + status.message());
       Log(LogLevel::kWarn, "store_unavailable", {{"attempt", attempt}, {"error", status.message()}});
-      SleepUnlessStopping(Backoff(attempt));
+      SleepUnlessStopping(RetryBackoffMs(attempt));
     }
     return false;
   }
-
-  static int Backoff(int attempt) { return std::min(5000, 100 << std::min(attempt, 6)); }
 
   Status LoadPositions(const std::vector<KafkaEventSource::TopicPartition>& partitions,
                        std::map<KafkaEventSource::TopicPartition, int64_t>* out) {
@@ -251,8 +249,8 @@ class Daemon {
       metrics_.SetStoreHealthy(false);
       Log(LogLevel::kWarn, "batch_retry",
           {{"attempt", attempt}, {"error", status.message()},
-           {"retry_in_ms", Backoff(attempt)}});
-      SleepUnlessStopping(Backoff(attempt));
+           {"retry_in_ms", RetryBackoffMs(attempt)}});
+      SleepUnlessStopping(RetryBackoffMs(attempt));
       if (g_stop.load()) {
         // Nothing of this batch committed; it is read again after a restart.
         Log(LogLevel::kInfo, "batch_abandoned_for_stop", {{"attempts", attempt}});
