@@ -5,7 +5,7 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
-#include "connectors/kafka_delivery.h"
+#include "connectors/kafka_client.h"
 
 #include "connectors/event_log.h"
 #include "projections/json.h"
@@ -34,15 +34,10 @@ Status PublishEventLog(const KafkaSourceConfig& kafka, const std::string& topic,
                        const std::string& path, uint64_t* published) {
   DeliveryCounter deliveries;
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf.get(), {{"bootstrap.servers", kafka.brokers},
+                                                           {"enable.idempotence", "true"},
+                                                           {"linger.ms", "20"}}));
   std::string error;
-  for (const auto& p : std::vector<std::pair<std::string, std::string>>{
-           {"bootstrap.servers", kafka.brokers},
-           {"enable.idempotence", "true"},
-           {"linger.ms", "20"}}) {
-    if (conf->set(p.first, p.second, error) != RdKafka::Conf::CONF_OK) {
-      return Status::InvalidInput(p.first + ": " + error);
-    }
-  }
   if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(&deliveries), error) !=
       RdKafka::Conf::CONF_OK) {
     return Status::Fatal(error);

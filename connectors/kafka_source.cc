@@ -7,7 +7,7 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
-#include "connectors/kafka_delivery.h"
+#include "connectors/kafka_client.h"
 
 #include "common/log.h"
 
@@ -45,17 +45,6 @@ class KafkaLogger : public RdKafka::EventCb {
   std::string last_error_;
 };
 
-Status SetAll(RdKafka::Conf* conf, const std::vector<std::pair<std::string, std::string>>& props) {
-  std::string error;
-  for (const auto& p : props) {
-    if (conf->set(p.first, p.second, error) != RdKafka::Conf::CONF_OK) {
-      return Status::InvalidInput("librdkafka property " + p.first + "=" + p.second + ": " +
-                                  error);
-    }
-  }
-  return Status::Ok();
-}
-
 std::string Hostname() {
   char name[256] = "host";
   gethostname(name, sizeof(name) - 1);
@@ -64,7 +53,7 @@ std::string Hostname() {
 
 // Properties every denormd client sets, then the user's.
 Status BaseConf(const KafkaSourceConfig& kafka, RdKafka::Conf* conf) {
-  DENORMD_RETURN_IF_ERROR(SetAll(conf, {{"bootstrap.servers", kafka.brokers},
+  DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf, {{"bootstrap.servers", kafka.brokers},
                                         {"client.id", "denormd-" + Hostname() + "-" +
                                                           std::to_string(getpid())}}));
   return Status::Ok();
@@ -119,7 +108,7 @@ Status KafkaEventSource::Open() {
   rebalancer_ = std::make_unique<Rebalancer>(this);
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   DENORMD_RETURN_IF_ERROR(BaseConf(kafka, conf.get()));
-  DENORMD_RETURN_IF_ERROR(SetAll(conf.get(), {{"group.id", kafka.group},
+  DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf.get(), {{"group.id", kafka.group},
                                               // Offsets live in PostgreSQL, never in Kafka.
                                               {"enable.auto.commit", "false"},
                                               {"enable.auto.offset.store", "false"},
@@ -131,7 +120,7 @@ Status KafkaEventSource::Open() {
           RdKafka::Conf::CONF_OK) {
     return Status::Fatal("librdkafka: " + error);
   }
-  DENORMD_RETURN_IF_ERROR(SetAll(conf.get(), kafka.properties));
+  DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf.get(), kafka.properties));
   consumer_.reset(RdKafka::KafkaConsumer::create(conf.get(), error));
   if (!consumer_) return Status::InvalidInput("cannot create the Kafka consumer: " + error);
   RdKafka::ErrorCode err = consumer_->subscribe(kafka.topics);
@@ -141,7 +130,7 @@ Status KafkaEventSource::Open() {
   if (!kafka.dead_letter_topic.empty()) {
     std::unique_ptr<RdKafka::Conf> pconf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
     DENORMD_RETURN_IF_ERROR(BaseConf(kafka, pconf.get()));
-    DENORMD_RETURN_IF_ERROR(SetAll(pconf.get(), {{"enable.idempotence", "true"}}));
+    DENORMD_RETURN_IF_ERROR(SetKafkaProperties(pconf.get(), {{"enable.idempotence", "true"}}));
     if (pconf->set("event_cb", static_cast<RdKafka::EventCb*>(&rebalancer_->logger), error) !=
             RdKafka::Conf::CONF_OK ||
         pconf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(&rebalancer_->deliveries),
@@ -337,7 +326,7 @@ Status QueryKafkaEndOffsets(const Config& config, std::map<std::string, int64_t>
   if (!config.kafka) return Status::InvalidInput("no source.kafka in the config");
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   DENORMD_RETURN_IF_ERROR(BaseConf(*config.kafka, conf.get()));
-  DENORMD_RETURN_IF_ERROR(SetAll(conf.get(), {{"group.id", config.kafka->group + "-status"},
+  DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf.get(), {{"group.id", config.kafka->group + "-status"},
                                               {"log_level", "0"}}));
   std::string error;
   std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), error));
