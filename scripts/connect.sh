@@ -19,6 +19,11 @@
 #                  is sent again at the next start
 #   status         exit 0 if the worker runs (connector status JSON on stdout), 3 if not
 #   wait-running   wait until the connector and its task are RUNNING (exit 1 on FAILED/timeout)
+#   wait-streaming wait until the connector streams changes (its snapshot, if any, is done):
+#                  Debezium logs "Processing messages" (since the last start)
+#   wait-caught-up wait until what was committed in the application database before this call
+#                  is in Kafka: the slot's walsender has sent past the current WAL position, then
+#                  Connect's offsets file stays unchanged for 3 flush intervals (3 s)
 #   config         print the connector properties that start uses (stdout)
 #   rest PATH      GET http://127.0.0.1:PORT/PATH and print the body, e.g.
 #                  `rest connectors/denormd-app/status`, `rest connectors/denormd-app/topics`
@@ -160,6 +165,8 @@ cmd_fetch() {
 }
 
 # --- process and REST helpers ------------------------------------------------
+
+LOGPOS_FILE="$CONNECT_DIR/connect.log.startpos"
 
 # Prints the worker's pid if it is running (the pid file names a live ConnectStandalone
 # process started with our worker file), else returns 1.
@@ -351,6 +358,8 @@ cmd_start() {
   log "starting Kafka Connect (connector $NAME: $DB_USER@$DB_HOST:$DB_PORT/$DB_NAME -> $BOOTSTRAP," \
     "topics $TOPIC_PREFIX.*; REST $REST; log $LOG_DIR/connect.log)"
   local t0=$SECONDS
+  # Where this start's log lines begin (wait-streaming reads from there).
+  if [[ -f "$LOG_DIR/connect.log" ]]; then stat -c %s "$LOG_DIR/connect.log"; else echo 0; fi >"$LOGPOS_FILE"
   # setsid: the worker must outlive this shell and not get the terminal's signals.
   # shellcheck disable=SC2086
   setsid java $HEAP_OPTS -Djava.awt.headless=true \
@@ -366,6 +375,47 @@ cmd_start() {
   fi
   log "connector $NAME RUNNING (worker pid $pid) in $((SECONDS - t0)) s"
   echo "$REST"
+}
+
+cmd_wait_streaming() {
+  local pid start=$SECONDS pos
+  pid="$(running_pid)" || die "not running"
+  pos="$(cat "$LOGPOS_FILE" 2>/dev/null || echo 0)"
+  while ((SECONDS - start < START_TIMEOUT)); do
+    kill -0 "$pid" 2>/dev/null || die "the worker exited; see $LOG_DIR/connect.log"
+    local size; size="$(stat -c %s "$LOG_DIR/connect.log" 2>/dev/null || echo 0)"
+    ((size < pos)) && pos=0   # the log rolled over
+    if tail -c +"$((pos + 1))" "$LOG_DIR/connect.log" 2>/dev/null | grep -q "Processing messages"; then
+      log "connector $NAME is streaming (waited $((SECONDS - start)) s)"
+      return 0
+    fi
+    sleep 0.25
+  done
+  die "connector $NAME not streaming after $START_TIMEOUT s; see $LOG_DIR/connect.log"
+}
+
+cmd_wait_caught_up() {
+  local pid start=$SECONDS target sent="" stamp last_change
+  pid="$(running_pid)" || die "not running"
+  target="$(psql_app -tAc 'select pg_current_wal_lsn()')" || die "the application database does not answer"
+  while :; do
+    ((SECONDS - start < START_TIMEOUT)) || die "slot $SLOT: walsender not past $target after $START_TIMEOUT s (sent: ${sent:-none})"
+    kill -0 "$pid" 2>/dev/null || die "the worker exited; see $LOG_DIR/connect.log"
+    sent="$(psql_app -tAc "select r.sent_lsn >= '$target'::pg_lsn from pg_replication_slots s
+      join pg_stat_replication r on r.pid = s.active_pid where s.slot_name = '$SLOT'")"
+    [[ "$sent" == t ]] && break
+    sleep 0.1
+  done
+  # Connect rewrites the offsets file at a flush (every second) only when records were acknowledged.
+  last_change=$SECONDS
+  stamp="$(stat -c "%y %s" "$OFFSETS" 2>/dev/null || echo none)"
+  while ((SECONDS - last_change < 3)); do
+    ((SECONDS - start < START_TIMEOUT)) || die "offsets still changing after $START_TIMEOUT s"
+    sleep 0.2
+    local now; now="$(stat -c "%y %s" "$OFFSETS" 2>/dev/null || echo none)"
+    if [[ "$now" != "$stamp" ]]; then stamp="$now"; last_change=$SECONDS; fi
+  done
+  log "caught up with $target (waited $((SECONDS - start)) s)"
 }
 
 cmd_stop() {
@@ -462,6 +512,8 @@ case "${1:-}" in
   kill) cmd_kill ;;
   status) cmd_status ;;
   wait-running) pid="$(running_pid)" || die "not running"; wait_running "$pid" "$START_TIMEOUT" ;;
+  wait-streaming) cmd_wait_streaming ;;
+  wait-caught-up) cmd_wait_caught_up ;;
   config) connector_config ;;
   rest) [[ $# -eq 2 ]] || die "usage: connect.sh rest PATH"; rest_get "${2#/}"; echo ;;
   topics) cmd_topics ;;
