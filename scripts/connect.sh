@@ -53,7 +53,7 @@
 #   DENORMD_CONNECT_HEAP_OPTS        worker JVM options ["-Xms256m -Xmx512m -XX:+UseSerialGC"]
 #   DENORMD_CONNECT_START_TIMEOUT    seconds to wait for RUNNING at start [120]
 #   DENORMD_CONNECT_STOP_TIMEOUT     seconds to wait after SIGTERM before SIGKILL [30]
-#   DENORMD_CONNECT_LIB_DIR          where the jars go [<repo>/.local/connect, shared by all state dirs]
+#   DENORMD_CONNECT_LIB_DIR          where the jars go [<repo>/.local/connect/lib, shared by all state dirs]
 #   DENORMD_MAVEN_REPO               Maven local repository [Maven's own, ~/.m2/repository]
 #
 # State: $DENORMD_STATE_DIR/connect/{worker.properties,connector.properties,offsets.dat,
@@ -69,7 +69,7 @@ REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
 STATE_DIR="${DENORMD_STATE_DIR:-$REPO_DIR/.local}"
 CONNECT_DIR="$STATE_DIR/connect"
 # The jars are shared by every state dir (test runs, demos), like the broker's.
-LIB_ROOT="${DENORMD_CONNECT_LIB_DIR:-$REPO_DIR/.local/connect}"
+LIB_ROOT="${DENORMD_CONNECT_LIB_DIR:-$REPO_DIR/.local/connect/lib}"
 WORKER_LIB="$LIB_ROOT/worker"
 PLUGIN_PATH="$LIB_ROOT/plugins"
 CONNECTOR_LIB="$PLUGIN_PATH/debezium-connector-postgres"
