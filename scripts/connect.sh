@@ -59,7 +59,7 @@
 # State: $DENORMD_STATE_DIR/connect/{worker.properties,connector.properties,offsets.dat,
 # connect.pid,logs/}; jars: $DENORMD_CONNECT_LIB_DIR/{worker,plugins/debezium-connector-postgres}.
 # The application database must run with wal_level=logical: e.g.
-#   DENORMD_STATE_DIR=.local/app DENORMD_PG_PORT=55434 DENORMD_PG_DB=app \
+#   DENORMD_STATE_DIR=$PWD/.local/app DENORMD_PG_PORT=55434 DENORMD_PG_DB=app \
 #     DENORMD_PG_WAL_LEVEL=logical scripts/postgres.sh start
 # Reset: scripts/connect.sh stop && scripts/connect.sh reset
 set -euo pipefail
