@@ -32,9 +32,9 @@ const KeyList kStoreKeys = {"postgres", "schema"};
 const KeyList kBatchKeys = {"max_events", "max_delay_ms"};
 const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
                                  "exclude", "fields", "partition_key", "by",
-                                 "size", "order_by", "field", "select"};
+                                 "size", "order_by", "field", "select", "layout"};
 const KeyList kEntityOnlyKeys = {"include", "exclude", "fields", "partition_key"};
-const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select"};
+const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select", "layout"};
 // Tables denormd keeps next to the collections, in the same schema.
 const KeyList kReservedTables = {"entities", "refs", "positions", "dead_letters", "counters"};
 
@@ -706,9 +706,25 @@ void ConfigParser::ReadBucketsProjection(const Item& item, const std::map<std::s
   if (keys.count("field")) {
     const Item& field = keys.at("field");
     if (ReadNonEmptyString(field, &out->field) &&
-        (out->field == "id" || out->field == out->by.text)) {
+        (out->field == "id" || out->field == "seq" || out->field == out->by.text)) {
       Error(field, "field " + Quote(out->field) + " would overwrite the document's " +
                        Quote(out->field) + "; choose another name");
+    }
+  }
+  if (out->by.text == "seq") {
+    Error(keys.at("by"), "by \"seq\" would be overwritten by the bucket's seq; group by another field");
+  }
+  if (keys.count("layout")) {
+    const Item& layout = keys.at("layout");
+    std::string text;
+    if (ReadString(layout, &text)) {
+      if (text == "stable") {
+        out->layout = ProjectionConfig::BucketLayout::kStable;
+      } else if (text == "packed") {
+        out->layout = ProjectionConfig::BucketLayout::kPacked;
+      } else {
+        Error(layout, "layout must be stable or packed, found " + Describe(layout.node));
+      }
     }
   }
 }

@@ -127,13 +127,18 @@ struct ProjectionConfig {
   std::vector<std::pair<std::string, Expression>> fields;  // in file order
   std::string partition_key;  // document field copied into the pk column; "" = none
 
-  // kBuckets: {"id": "<value>:<n>", "<by>": <value>, "<field>": [...]}
+  // kBuckets: {"id": "<value>:<n>", "<by>": <value>, "seq": <n>, "<field>": [...]}
+  enum class BucketLayout {
+    kStable,  // members stay in their bucket; B-tree fill (the default)
+    kPacked,  // bucket n holds members size*n .. size*n+size-1
+  };
   std::string buckets;      // the grouped entity type
   Path by;                  // grouping field (only string values group)
   uint64_t size = 100;      // entities per document, >= 1
   OrderBy order_by;
   std::string field = "items";
   Selection select;
+  BucketLayout layout = BucketLayout::kStable;
 };
 
 struct KafkaSourceConfig {

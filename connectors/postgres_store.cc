@@ -97,7 +97,9 @@ Status PostgresStore::CreateTables() {
     }
     for (const std::string& collection : collections) {
       relations.push_back(s + work.quote_name(collection));
-      relations.push_back(s + work.quote_name(collection + "_by_pk"));
+      for (const char* index : {"_by_pk", "_by_lo", "_by_seq", "_by_number"}) {
+        relations.push_back(s + work.quote_name(collection + index));
+      }
     }
     complete = work.exec_params1("select count(*) from unnest($1::text[]) r"
                                  " where to_regclass(r) is null",
@@ -141,11 +143,25 @@ Status PostgresStore::CreateTables() {
               " reason text not null, received_at timestamptz not null default now())");
     for (const std::string& collection : collections) {
       const std::string table = s + "." + work.quote_name(collection);
+      // Bucket documents also keep where they sit in their group: seq (what
+      // readers page by), number (of the id), the first member's key (lo)
+      // and the member count; other documents leave these null.
       work.exec("create table if not exists " + table +
                 " (id text collate \"C\" primary key, doc jsonb not null, pk text collate \"C\","
                 " projection text not null)");
+      work.exec("alter table " + table +
+                " add column if not exists seq bigint, add column if not exists number bigint,"
+                " add column if not exists lo_sort bytea,"
+                " add column if not exists lo_id text collate \"C\","
+                " add column if not exists members integer");
       work.exec("create index if not exists " + work.quote_name(collection + "_by_pk") + " on " +
                 table + " (projection, pk)");
+      work.exec("create index if not exists " + work.quote_name(collection + "_by_lo") + " on " +
+                table + " (projection, pk, lo_sort, lo_id) where lo_sort is not null");
+      work.exec("create index if not exists " + work.quote_name(collection + "_by_seq") + " on " +
+                table + " (pk, seq) where seq is not null");
+      work.exec("create index if not exists " + work.quote_name(collection + "_by_number") +
+                " on " + table + " (projection, pk, number) where number is not null");
     }
     work.commit();
   });

@@ -333,18 +333,26 @@ class PostgresTransaction : public StoreTransaction,
       }
       w.Key("doc");
       w.RawValue(row.json.data(), row.json.size(), rapidjson::kObjectType);
+      if (row.bucket) WriteBucketMeta(w, *row.bucket);
       w.EndObject();
     }
     w.EndArray();
     return Guard("writing documents of " + projection.name, [&] {
       pqxx::result result = work_.exec_params(
-          "insert into " + Table(projection) + " as c (id, doc, pk, projection)"
-          " select x.id, x.doc, x.pk, $2 from jsonb_to_recordset($1::jsonb)"
-          " as x(id text, doc jsonb, pk text)"
-          " on conflict (id) do update set doc = excluded.doc, pk = excluded.pk,"
-          " projection = excluded.projection"
-          " where c.doc is distinct from excluded.doc or c.pk is distinct from excluded.pk"
-          " or c.projection is distinct from excluded.projection",
+          "insert into " + Table(projection) +
+              " as c (id, doc, pk, projection, seq, number, lo_sort, lo_id, members)"
+              " select x.id, x.doc, x.pk, $2, x.seq, x.number, decode(x.lo_sort, 'hex'), x.lo_id,"
+              " x.members from jsonb_to_recordset($1::jsonb) as x(id text, doc jsonb, pk text,"
+              " seq bigint, number bigint, lo_sort text, lo_id text, members integer)"
+              " on conflict (id) do update set doc = excluded.doc, pk = excluded.pk,"
+              " projection = excluded.projection, seq = excluded.seq, number = excluded.number,"
+              " lo_sort = excluded.lo_sort, lo_id = excluded.lo_id, members = excluded.members"
+              " where c.doc is distinct from excluded.doc or c.pk is distinct from excluded.pk"
+              " or c.projection is distinct from excluded.projection"
+              " or c.seq is distinct from excluded.seq or c.number is distinct from excluded.number"
+              " or c.lo_sort is distinct from excluded.lo_sort"
+              " or c.lo_id is distinct from excluded.lo_id"
+              " or c.members is distinct from excluded.members",
           Text(buffer), projection.name);
       *written += result.affected_rows();
     });
@@ -389,6 +397,81 @@ class PostgresTransaction : public StoreTransaction,
                            " where projection = $1 and " + column + " > $2 order by " + column +
                            " limit $3",
                        projection.name, after, limit, out);
+  }
+
+  Status ProbeBuckets(const ProjectionConfig& projection,
+                      const std::vector<std::pair<std::string, IndexKey>>& probes,
+                      std::vector<BucketSlot>* out) override {
+    if (probes.empty()) return Status::Ok();
+    std::vector<std::string> groups, sorts, ids;
+    for (const auto& probe : probes) {
+      groups.push_back(probe.first);
+      sorts.push_back(HexEncode(probe.second.sort));
+      ids.push_back(probe.second.id);
+    }
+    const std::string table = Table(projection);
+    const std::string columns = "c.id, c.number, c.seq, encode(c.lo_sort, 'hex'), c.lo_id, c.members";
+    const std::string bound = " (decode(p.sort, 'hex'), p.id collate \"C\")";
+    const std::string where =
+        " from " + table + " c where c.projection = $1 and c.pk = p.grp and c.lo_sort is not null"
+        " and (c.lo_sort, c.lo_id) ";
+    const std::string window = std::to_string(kProbeWindow);
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("finding buckets of " + projection.name, [&] {
+      rows = work_.exec_params(
+          "select p.i, w.below, w.id, w.number, w.seq, w.lo_sort, w.lo_id, w.members"
+          " from unnest($2::text[], $3::text[], $4::text[]) with ordinality p(grp, sort, id, i)"
+          " cross join lateral ((select true as below, " + columns + where + "<=" + bound +
+              " order by c.lo_sort desc, c.lo_id desc limit " + window + ")"
+          " union all (select false, " + columns + where + ">" + bound +
+              " order by c.lo_sort, c.lo_id limit " + window + ")) w(below, id, number, seq,"
+              " lo_sort, lo_id, members)",
+          projection.name, PgTextArray(groups), PgTextArray(sorts), PgTextArray(ids));
+    }));
+    for (const auto& row : rows) {
+      BucketSlot slot;
+      slot.probe = row[0].as<size_t>() - 1;
+      slot.below = row[1].as<bool>();
+      slot.id = row[2].c_str();
+      slot.meta.number = row[3].as<uint64_t>();
+      slot.meta.seq = row[4].as<int64_t>();
+      slot.meta.lo = IndexKey{HexDecode(row[5].c_str()), row[6].c_str()};
+      slot.meta.members = row[7].as<uint64_t>();
+      out->push_back(std::move(slot));
+    }
+    return Status::Ok();
+  }
+
+  Status MaxBucketNumbers(const ProjectionConfig& projection,
+                          const std::vector<std::string>& groups,
+                          std::map<std::string, uint64_t>* out) override {
+    if (groups.empty()) return Status::Ok();
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("numbering buckets of " + projection.name, [&] {
+      rows = work_.exec_params("select g, (select c.number from " + Table(projection) +
+                                   " c where c.projection = $1 and c.pk = g and c.number is not null"
+                                   " order by c.number desc limit 1) from unnest($2::text[]) g",
+                               projection.name, PgTextArray(groups));
+    }));
+    for (const auto& row : rows) {
+      if (!row[1].is_null()) (*out)[row[0].c_str()] = row[1].as<uint64_t>();
+    }
+    return Status::Ok();
+  }
+
+  Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group, int64_t step,
+                        uint64_t* written) override {
+    const std::string table = Table(projection);
+    return Guard("respacing the buckets of " + projection.name, [&] {
+      pqxx::result result = work_.exec_params(
+          "update " + table + " c set seq = r.rank * $3,"
+              " doc = jsonb_set(c.doc, '{seq}', to_jsonb(r.rank * $3))"
+              " from (select id, row_number() over (order by lo_sort, lo_id) - 1 as rank from " +
+              table + " where projection = $1 and pk = $2 and lo_sort is not null) r"
+              " where c.id = r.id",
+          projection.name, group, step);
+      *written += result.affected_rows();
+    });
   }
 
   // ---- StreamLedger
@@ -468,6 +551,20 @@ class PostgresTransaction : public StoreTransaction,
  private:
   std::string Table(const ProjectionConfig& projection) {
     return schema_ + "." + work_.quote_name(projection.collection);
+  }
+
+  static void WriteBucketMeta(JsonWriter& w, const BucketMeta& meta) {
+    w.Key("seq");
+    w.Int64(meta.seq);
+    w.Key("number");
+    w.Uint64(meta.number);
+    w.Key("members");
+    w.Uint64(meta.members);
+    if (!meta.lo) return;
+    w.Key("lo_sort");
+    WriteString(w, HexEncode(meta.lo->sort));
+    w.Key("lo_id");
+    WriteString(w, meta.lo->id);
   }
 
   static void WriteEntityRow(JsonWriter& e, const EntityRecord& record) {
@@ -589,16 +686,24 @@ class PostgresTransaction : public StoreTransaction,
     if (values.empty()) return Status::Ok();
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("loading documents of " + projection.name, [&] {
-      rows = work_.exec_params("select id, pk, doc::text from " + Table(projection) +
-                                   " where projection = $1 and " + column +
-                                   " = any($2::text[])",
-                               projection.name, PgTextArray(values));
+      rows = work_.exec_params(
+          "select id, pk, doc::text, number, seq, encode(lo_sort, 'hex'), lo_id, members from " +
+              Table(projection) + " where projection = $1 and " + column + " = any($2::text[])",
+          projection.name, PgTextArray(values));
     }));
     for (const auto& row : rows) {
       DocumentRow doc;
       doc.id = row[0].c_str();
       if (!row[1].is_null()) doc.pk = row[1].c_str();
       doc.json = row[2].c_str();
+      if (!row[3].is_null()) {
+        BucketMeta meta;
+        meta.number = row[3].as<uint64_t>();
+        meta.seq = row[4].is_null() ? 0 : row[4].as<int64_t>();
+        if (!row[5].is_null()) meta.lo = IndexKey{HexDecode(row[5].c_str()), row[6].c_str()};
+        meta.members = row[7].is_null() ? 0 : row[7].as<uint64_t>();
+        doc.bucket = meta;
+      }
       out->push_back(std::move(doc));
     }
     return Status::Ok();

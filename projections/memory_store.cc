@@ -1,6 +1,7 @@
 #include "projections/memory_store.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace denormd {
 
@@ -11,7 +12,13 @@ class MemoryTransaction : public StoreTransaction,
                           public StreamLedger,
                           public WriteLocks {
  public:
-  explicit MemoryTransaction(MemoryStore* store) : store_(store), state_(store->state_) {}
+  explicit MemoryTransaction(MemoryStore* store) : store_(store), state_(store->state_) {
+    store_->open_ = true;
+  }
+  ~MemoryTransaction() override {
+    for (auto undo = undo_.rbegin(); undo != undo_.rend(); ++undo) (*undo)();
+    store_->open_ = false;
+  }
 
   SourceRows& source() override { return *this; }
   ReferenceIndex& index() override { return *this; }
@@ -20,7 +27,7 @@ class MemoryTransaction : public StoreTransaction,
   WriteLocks& locks() override { return *this; }
 
   Status Commit() override {
-    store_->state_ = std::move(state_);
+    undo_.clear();
     return Status::Ok();
   }
 
@@ -43,18 +50,16 @@ class MemoryTransaction : public StoreTransaction,
   Status WriteEntities(const std::vector<EntityWrite>& writes) override {
     for (const EntityWrite& write : writes) {
       const EntityKey& key = write.record.key;
+      Remember(&state_.entities, key);
+      Remember(&state_.references, key);
       for (const MemoryState::IndexRow& row : state_.references[key]) {
-        auto it = state_.index.find({key.type, row.relation, row.target});
-        if (it != state_.index.end()) {
-          it->second.erase({row.sort, key.id});
-          if (it->second.empty()) state_.index.erase(it);
-        }
+        IndexErase({key.type, row.relation, row.target}, {row.sort, key.id});
       }
       std::vector<MemoryState::IndexRow>& rows = state_.references[key];
       rows.clear();
       for (const ReferenceRow& row : write.references) {
         rows.push_back({row.relation->name(), row.target, row.sort});
-        state_.index[{key.type, row.relation->name(), row.target}].insert({row.sort, key.id});
+        IndexInsert({key.type, row.relation->name(), row.target}, {row.sort, key.id});
       }
       state_.entities[key] = write.record;
     }
@@ -74,10 +79,7 @@ class MemoryTransaction : public StoreTransaction,
   Status Scan(const Relation& relation, const std::vector<IndexRange>& ranges, Read read,
               std::vector<Referrer>* out) override {
     for (const IndexRange& range : ranges) {
-      std::vector<IndexKey> keys = RangeKeys(relation, range);
-      if (range.backward) std::reverse(keys.begin(), keys.end());
-      if (range.limit > 0 && keys.size() > range.limit) keys.resize(range.limit);
-      for (const IndexKey& key : keys) {
+      for (const IndexKey& key : RangeKeys(relation, range)) {
         Referrer referrer{range.target, key.sort, state_.entities.at({relation.entity_type(), key.id})};
         if (read == Read::kKeys) referrer.entity.data = nullptr;
         out->push_back(std::move(referrer));
@@ -89,9 +91,12 @@ class MemoryTransaction : public StoreTransaction,
   Status Count(const Relation& relation, const std::vector<IndexRange>& ranges,
                std::map<std::string, uint64_t>* out) override {
     for (const IndexRange& range : ranges) {
-      IndexRange forward = range;
-      forward.backward = false;
-      (*out)[range.target] = RangeKeys(relation, forward).size();
+      auto it = state_.index.find({relation.entity_type(), relation.name(), range.target});
+      uint64_t& count = (*out)[range.target];
+      count = 0;
+      if (it == state_.index.end()) continue;
+      count = range.from ? std::distance(it->second.lower_bound(*range.from), it->second.end())
+                         : it->second.size();
     }
     return Status::Ok();
   }
@@ -113,14 +118,88 @@ class MemoryTransaction : public StoreTransaction,
                 uint64_t* written) override {
     auto& docs = state_.collections[projection.collection];
     for (const DocumentRow& row : rows) {
-      MemoryState::Document doc{projection.name, row.pk, row.json};
+      MemoryState::Document doc{projection.name, row.pk, row.json, row.bucket};
+      Remember(&docs, row.id);
+      Remember(&state_.document_writes, projection.collection);
       auto it = docs.find(row.id);
       if (it != docs.end() && it->second.projection == doc.projection &&
-          it->second.pk == doc.pk && SameJson(it->second.json, doc.json)) {
+          it->second.pk == doc.pk && SameMeta(it->second.bucket, doc.bucket) &&
+          SameJson(it->second.json, doc.json)) {
         continue;
       }
       docs[row.id] = doc;
       ++*written;
+      ++state_.document_writes[projection.collection];
+    }
+    return Status::Ok();
+  }
+
+  Status ProbeBuckets(const ProjectionConfig& projection,
+                      const std::vector<std::pair<std::string, IndexKey>>& probes,
+                      std::vector<BucketSlot>* out) override {
+    for (size_t i = 0; i < probes.size(); ++i) {
+      std::vector<BucketSlot> group;  // by lo
+      for (const auto& entry : state_.collections[projection.collection]) {
+        const MemoryState::Document& doc = entry.second;
+        if (doc.projection != projection.name || doc.pk != probes[i].first || !doc.bucket ||
+            !doc.bucket->lo) {
+          continue;
+        }
+        group.push_back({i, !(probes[i].second < *doc.bucket->lo), entry.first, *doc.bucket});
+      }
+      std::sort(group.begin(), group.end(), [](const BucketSlot& a, const BucketSlot& b) {
+        return *a.meta.lo < *b.meta.lo;
+      });
+      size_t split = 0;
+      while (split < group.size() && group[split].below) ++split;
+      for (size_t k = split >= kProbeWindow ? split - kProbeWindow : 0;
+           k < std::min(group.size(), split + kProbeWindow); ++k) {
+        out->push_back(group[k]);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status MaxBucketNumbers(const ProjectionConfig& projection,
+                          const std::vector<std::string>& groups,
+                          std::map<std::string, uint64_t>* out) override {
+    std::set<std::string> wanted(groups.begin(), groups.end());
+    for (const auto& entry : state_.collections[projection.collection]) {
+      const MemoryState::Document& doc = entry.second;
+      if (doc.projection != projection.name || !doc.pk || !wanted.count(*doc.pk) || !doc.bucket) {
+        continue;
+      }
+      auto inserted = out->emplace(*doc.pk, doc.bucket->number);
+      if (!inserted.second) inserted.first->second = std::max(inserted.first->second, doc.bucket->number);
+    }
+    return Status::Ok();
+  }
+
+  Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group, int64_t step,
+                        uint64_t* written) override {
+    std::vector<std::pair<IndexKey, MemoryState::Document*>> buckets;
+    for (auto& entry : state_.collections[projection.collection]) {
+      MemoryState::Document& doc = entry.second;
+      if (doc.projection == projection.name && doc.pk == group && doc.bucket && doc.bucket->lo) {
+        buckets.emplace_back(*doc.bucket->lo, &doc);
+      }
+    }
+    std::sort(buckets.begin(), buckets.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    auto& docs = state_.collections[projection.collection];
+    Remember(&state_.document_writes, projection.collection);
+    for (auto& entry : docs) {
+      if (entry.second.pk == group) Remember(&docs, entry.first);
+    }
+    for (size_t rank = 0; rank < buckets.size(); ++rank) {
+      MemoryState::Document& doc = *buckets[rank].second;
+      doc.bucket->seq = static_cast<int64_t>(rank) * step;
+      JsonDocument json;
+      if (!ParseJson(doc.json, &json).ok()) return Status::Fatal("a stored bucket is not JSON");
+      json["seq"].SetInt64(doc.bucket->seq);
+      doc.json = ToJson(json);
+      ++*written;
+      ++state_.document_writes[projection.collection];
     }
     return Status::Ok();
   }
@@ -129,10 +208,13 @@ class MemoryTransaction : public StoreTransaction,
                 uint64_t* deleted) override {
     auto& docs = state_.collections[projection.collection];
     for (const std::string& id : ids) {
+      Remember(&docs, id);
+      Remember(&state_.document_writes, projection.collection);
       auto it = docs.find(id);
       if (it != docs.end() && it->second.projection == projection.name) {
         docs.erase(it);
         ++*deleted;
+        ++state_.document_writes[projection.collection];
       }
     }
     return Status::Ok();
@@ -146,8 +228,11 @@ class MemoryTransaction : public StoreTransaction,
     for (auto it = docs.begin(); it != docs.end();) {
       if (it->second.projection == projection.name && it->second.pk &&
           groups.count(*it->second.pk) && !kept.count(it->first)) {
+        Remember(&docs, it->first);
+        Remember(&state_.document_writes, projection.collection);
         it = docs.erase(it);
         ++*deleted;
+        ++state_.document_writes[projection.collection];
       } else {
         ++it;
       }
@@ -161,7 +246,7 @@ class MemoryTransaction : public StoreTransaction,
     for (const std::string& id : ids) {
       auto it = docs.find(id);
       if (it != docs.end() && it->second.projection == projection.name) {
-        out->push_back({id, it->second.pk, it->second.json});
+        out->push_back({id, it->second.pk, it->second.json, it->second.bucket});
       }
     }
     return Status::Ok();
@@ -173,7 +258,7 @@ class MemoryTransaction : public StoreTransaction,
     for (const auto& entry : state_.collections[projection.collection]) {
       const MemoryState::Document& doc = entry.second;
       if (doc.projection == projection.name && doc.pk && wanted.count(*doc.pk)) {
-        out->push_back({entry.first, doc.pk, doc.json});
+        out->push_back({entry.first, doc.pk, doc.json, doc.bucket});
       }
     }
     return Status::Ok();
@@ -216,6 +301,7 @@ class MemoryTransaction : public StoreTransaction,
       }
     }
     for (const PositionUpdate& update : updates) {
+      Remember(&state_.positions, {update.at.source, update.at.partition});
       StoredPosition& stored = state_.positions[{update.at.source, update.at.partition}];
       stored.at = update.at;
       stored.applied += update.applied;
@@ -226,36 +312,82 @@ class MemoryTransaction : public StoreTransaction,
   }
 
   Status AddDeadLetters(const std::vector<DeadLetter>& letters) override {
+    const size_t size = state_.dead_letters.size();
+    undo_.push_back([this, size] { state_.dead_letters.resize(size); });
     state_.dead_letters.insert(state_.dead_letters.end(), letters.begin(), letters.end());
     return Status::Ok();
   }
 
  private:
+  static bool SameMeta(const std::optional<BucketMeta>& a, const std::optional<BucketMeta>& b) {
+    if (!a || !b) return !a && !b;
+    return a->number == b->number && a->seq == b->seq && a->lo == b->lo &&
+           a->members == b->members;
+  }
+
   static bool SameJson(const std::string& a, const std::string& b) {
     if (a == b) return true;
     JsonDocument x, y;
     return ParseJson(a, &x).ok() && ParseJson(b, &y).ok() && JsonEquals(x, y);
   }
 
-  // The keys of a range in ascending order (a backward range's keys before
-  // its `from`; a forward range's at or after it).
+  // The keys of a range, in the range's order, at most its limit. The index
+  // holds live entities only (tombstones have no rows).
   std::vector<IndexKey> RangeKeys(const Relation& relation, const IndexRange& range) const {
     std::vector<IndexKey> keys;
     auto it = state_.index.find({relation.entity_type(), relation.name(), range.target});
     if (it == state_.index.end()) return keys;
-    for (const IndexKey& key : it->second) {
-      if (state_.entities.at({relation.entity_type(), key.id}).deleted) continue;
-      const bool in = !range.from || (range.backward ? key < *range.from : !(key < *range.from));
-      if (in) keys.push_back(key);
+    const std::set<IndexKey>& all = it->second;
+    const size_t limit = range.limit == 0 ? all.size() : range.limit;
+    if (range.backward) {
+      auto end = range.from ? all.lower_bound(*range.from) : all.end();
+      for (auto at = std::make_reverse_iterator(end); at != all.rend() && keys.size() < limit; ++at) {
+        keys.push_back(*at);
+      }
+    } else {
+      auto at = range.from ? all.lower_bound(*range.from) : all.begin();
+      for (; at != all.end() && keys.size() < limit; ++at) keys.push_back(*at);
     }
     return keys;
   }
 
+  using IndexTarget = std::tuple<std::string, std::string, std::string>;
+
+  // Index rows change one key at a time, journaled one key at a time (a hot
+  // target holds thousands of keys).
+  void IndexErase(const IndexTarget& target, const IndexKey& key) {
+    auto it = state_.index.find(target);
+    if (it == state_.index.end() || it->second.erase(key) == 0) return;
+    if (it->second.empty()) state_.index.erase(it);
+    undo_.push_back([this, target, key] { state_.index[target].insert(key); });
+  }
+  void IndexInsert(const IndexTarget& target, const IndexKey& key) {
+    if (!state_.index[target].insert(key).second) return;
+    undo_.push_back([this, target, key] {
+      auto it = state_.index.find(target);
+      it->second.erase(key);
+      if (it->second.empty()) state_.index.erase(it);
+    });
+  }
+
+  // Journals the current value of `map[key]` (or its absence) for rollback.
+  template <typename Map>
+  void Remember(Map* map, const typename Map::key_type& key) {
+    auto it = map->find(key);
+    if (it == map->end()) {
+      undo_.push_back([map, key] { map->erase(key); });
+    } else {
+      undo_.push_back([map, key, value = it->second] { (*map)[key] = value; });
+    }
+  }
+
   MemoryStore* store_;
-  MemoryState state_;
+  MemoryState& state_;
+  std::vector<std::function<void()>> undo_;
 };
 
 Status MemoryStore::Begin(std::unique_ptr<StoreTransaction>* out) {
+  if (open_) return Status::Fatal("a MemoryStore transaction is already open");
   out->reset(new MemoryTransaction(this));
   return Status::Ok();
 }

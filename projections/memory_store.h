@@ -2,9 +2,10 @@
 // language and the batch logic without a database server (and for
 // `denormd test`).
 //
-// Each transaction works on a private copy of the whole state and swaps it in
-// on Commit(), so uncommitted work is invisible and a dropped transaction
-// rolls back. Locks are no-ops (one transaction at a time). Not for large data.
+// A transaction writes the state in place and journals how to undo each
+// write; a transaction destroyed without Commit() undoes them in reverse, so
+// a failed batch leaves nothing behind. Only one transaction may be open at a
+// time (Begin fails otherwise); locks are no-ops.
 #ifndef DENORMD_PROJECTIONS_MEMORY_STORE_H_
 #define DENORMD_PROJECTIONS_MEMORY_STORE_H_
 
@@ -23,6 +24,7 @@ struct MemoryState {
     std::string projection;
     std::optional<std::string> pk;
     std::string json;
+    std::optional<BucketMeta> bucket;
   };
   // The index rows of one entity, as (relation name, target, sort).
   struct IndexRow {
@@ -35,12 +37,16 @@ struct MemoryState {
   // (type, relation name, target) -> keys of its referrers, in order
   std::map<std::tuple<std::string, std::string, std::string>, std::set<IndexKey>> index;
   std::map<std::string, std::map<std::string, Document>> collections;  // collection -> id -> doc
+  // Documents written or deleted per collection, ever (for tests that bound
+  // what a change costs).
+  std::map<std::string, uint64_t> document_writes;
   std::map<std::pair<std::string, int32_t>, StoredPosition> positions;
   std::vector<DeadLetter> dead_letters;
 };
 
 class MemoryStore : public Store {
  public:
+  // Fails (Fatal) while another transaction of this store is open.
   Status Begin(std::unique_ptr<StoreTransaction>* out) override;
 
   const MemoryState& state() const { return state_; }
@@ -49,6 +55,7 @@ class MemoryStore : public Store {
  private:
   friend class MemoryTransaction;
   MemoryState state_;
+  bool open_ = false;
 };
 
 }  // namespace denormd

@@ -81,6 +81,8 @@ struct IndexKey {
 };
 
 // A referring entity found through the index: `target` is the id it names.
+// Scan returns referrers in no particular order; GroupByTarget
+// (reference_index.h) sorts them.
 struct Referrer {
   std::string target;
   std::string sort;     // the relation's sort key; referrers order by (sort, id)
@@ -107,8 +109,7 @@ class ReferenceIndex {
   enum class Read { kKeys, kKeysAndData };
   virtual ~ReferenceIndex() = default;
   // The referrers (live entities of relation.entity_type()) of each range,
-  // in the range's order within a range; ranges are appended one after the
-  // other. kKeysAndData loads each referrer's record too.
+  // in any order. kKeysAndData loads each referrer's record too.
   virtual Status Scan(const Relation& relation, const std::vector<IndexRange>& ranges, Read read,
                       std::vector<Referrer>* out) = 0;
   // How many referrers each range holds (`backward` and `limit` ignored),
@@ -127,18 +128,38 @@ class ReferenceIndex {
 // Document tables: one table per collection; each row belongs to one
 // projection (several projections may share a collection).
 
-// A projection document as stored: table row (id, doc, pk).
+// Where a bucket document sits in its group (bucket projections only),
+// kept in columns next to the document.
+struct BucketMeta {
+  uint64_t number = 0;         // the n of its id "<group>:<n>"; never changes
+  int64_t seq = 0;             // readers page a group by ascending seq
+  std::optional<IndexKey> lo;  // its first member's key (stable layout)
+  uint64_t members = 0;        // how many members it holds
+};
+
+// A projection document as stored: table row (id, doc, pk), and for a
+// bucket its place in the group.
 struct DocumentRow {
   std::string id;
   std::optional<std::string> pk;
   std::string json;
+  std::optional<BucketMeta> bucket;
+};
+
+// A bucket found around a key of its group (DocumentTables::ProbeBuckets).
+struct BucketSlot {
+  size_t probe = 0;   // index of the probe it answers
+  bool below = false; // first member at or before the probe's key (else after)
+  std::string id;
+  BucketMeta meta;
 };
 
 class DocumentTables {
  public:
   virtual ~DocumentTables() = default;
-  // Upserts documents of `projection`; rows equal to the stored ones are not
-  // rewritten. *written counts rows actually written.
+  // Upserts documents of `projection` (with their bucket metadata); rows
+  // equal to the stored ones are not rewritten. Adds the rows actually
+  // written to *written (and deleted ones to *deleted below).
   virtual Status Upsert(const ProjectionConfig& projection, const std::vector<DocumentRow>& rows,
                         uint64_t* written) = 0;
   virtual Status Delete(const ProjectionConfig& projection, const std::vector<std::string>& ids,
@@ -158,6 +179,23 @@ class DocumentTables {
   // `projection` greater than `after`, ascending, at most `limit`.
   virtual Status ListKeys(const ProjectionConfig& projection, bool by_pk, const std::string& after,
                           size_t limit, std::vector<std::string>* out) = 0;
+
+  // Bucket projections (`stable` layout). For each probe (group, key): the
+  // up to `kProbeWindow` buckets of the group whose first member is at or
+  // before the key (nearest first) and the up to `kProbeWindow` after it, by
+  // their `lo`, metadata only (json empty).
+  static constexpr size_t kProbeWindow = 3;
+  virtual Status ProbeBuckets(const ProjectionConfig& projection,
+                              const std::vector<std::pair<std::string, IndexKey>>& probes,
+                              std::vector<BucketSlot>* out) = 0;
+  // The largest bucket number of each group that has buckets.
+  virtual Status MaxBucketNumbers(const ProjectionConfig& projection,
+                                  const std::vector<std::string>& groups,
+                                  std::map<std::string, uint64_t>* out) = 0;
+  // Renumbers the seq of every bucket of `group` to rank * `step` in the
+  // order of their `lo` (column and document); *written counts rows.
+  virtual Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group,
+                                int64_t step, uint64_t* written) = 0;
 };
 
 // ---------------------------------------------------------------------------

@@ -21,9 +21,10 @@ std::string RenderItem(const ProjectionConfig& projection, const EntityRecord& m
 }
 
 DocumentRow BucketDocument(const ProjectionConfig& projection, const std::string& group,
-                           uint64_t number, int64_t seq, const std::vector<std::string>& items,
-                           size_t begin, size_t end) {
-  const std::string id = BucketDocumentId(group, number);
+                           BucketMeta meta, const std::vector<std::string>& items, size_t begin,
+                           size_t end) {
+  const std::string id = BucketDocumentId(group, meta.number);
+  meta.members = end - begin;
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
   w.StartObject();
@@ -31,7 +32,8 @@ DocumentRow BucketDocument(const ProjectionConfig& projection, const std::string
   w.String(id.data(), static_cast<rapidjson::SizeType>(id.size()));
   w.Key(projection.by.text.data(), static_cast<rapidjson::SizeType>(projection.by.text.size()));
   w.String(group.data(), static_cast<rapidjson::SizeType>(group.size()));
-  (void)seq;  // carried by the revised contract's documents (next commit)
+  w.Key("seq");
+  w.Int64(meta.seq);
   w.Key(projection.field.data(), static_cast<rapidjson::SizeType>(projection.field.size()));
   w.StartArray();
   for (size_t i = begin; i < end; ++i) {
@@ -39,14 +41,17 @@ DocumentRow BucketDocument(const ProjectionConfig& projection, const std::string
   }
   w.EndArray();
   w.EndObject();
-  return {id, group, std::string(buffer.GetString(), buffer.GetSize())};
+  return {id, group, std::string(buffer.GetString(), buffer.GetSize()), meta};
 }
 
 void AppendPackedBuckets(const ProjectionConfig& projection, const std::string& group,
                          uint64_t first, const std::vector<std::string>& items, size_t count,
                          std::vector<DocumentRow>* rows) {
   for (size_t start = 0, n = first; start < count; start += projection.size, ++n) {
-    rows->push_back(BucketDocument(projection, group, n, static_cast<int64_t>(n), items, start,
+    BucketMeta meta;
+    meta.number = n;
+    meta.seq = static_cast<int64_t>(n);
+    rows->push_back(BucketDocument(projection, group, meta, items, start,
                                    std::min<size_t>(count, start + projection.size)));
   }
 }
@@ -57,7 +62,11 @@ void AppendPackedMemberBuckets(const ProjectionConfig& projection, const std::st
   std::vector<std::string> items;
   items.reserve(members.size());
   for (const Referrer* member : members) items.push_back(RenderItem(projection, member->entity));
+  const size_t before = rows->size();
   AppendPackedBuckets(projection, group, first, items, items.size(), rows);
+  for (size_t i = before, start = 0; i < rows->size(); ++i, start += projection.size) {
+    (*rows)[i].bucket->lo = members[start]->key();
+  }
 }
 
 bool BucketItemsReadable(const ProjectionConfig& projection) {

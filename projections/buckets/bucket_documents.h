@@ -1,5 +1,5 @@
 // The bucket document format, shared by the layouts:
-//   {"id": "<group>:<n>", "<by>": "<group>", "<field>": [items]}
+//   {"id": "<group>:<n>", "<by>": "<group>", "seq": <integer>, "<field>": [items]}
 // where an item is a member as the projection's `select` shows it.
 #ifndef DENORMD_PROJECTIONS_BUCKETS_BUCKET_DOCUMENTS_H_
 #define DENORMD_PROJECTIONS_BUCKETS_BUCKET_DOCUMENTS_H_
@@ -20,10 +20,11 @@ std::string BucketDocumentId(const std::string& group, uint64_t number);
 // A member as its bucket shows it: the projection's selection, as JSON text.
 std::string RenderItem(const ProjectionConfig& projection, const EntityRecord& member);
 
-// One bucket document.
+// One bucket document holding items [begin, end); `meta` says where it sits
+// (meta.members is set from the items).
 DocumentRow BucketDocument(const ProjectionConfig& projection, const std::string& group,
-                           uint64_t number, int64_t seq, const std::vector<std::string>& items,
-                           size_t begin, size_t end);
+                           BucketMeta meta, const std::vector<std::string>& items, size_t begin,
+                           size_t end);
 
 // Packed bucket documents number `first`, `first`+1, ... (seq = number) of
 // `group`, from the first `count` items, `size` a document.
@@ -31,7 +32,8 @@ void AppendPackedBuckets(const ProjectionConfig& projection, const std::string& 
                          uint64_t first, const std::vector<std::string>& items, size_t count,
                          std::vector<DocumentRow>* rows);
 
-// The same from members, each rendered with RenderItem.
+// The same from members, each rendered with RenderItem; each document's
+// metadata also holds its first member's key.
 void AppendPackedMemberBuckets(const ProjectionConfig& projection, const std::string& group,
                                uint64_t first, const std::vector<const Referrer*>& members,
                                std::vector<DocumentRow>* rows);

@@ -30,7 +30,10 @@ BucketProjection::BucketProjection(const ProjectionConfig& config, size_t index,
     : Projection(config, index),
       relation_(plan.UseRelation(config.buckets, config.by, &config.order_by,
                                  Relation::Flavour::kGroup)),
-      packed_(config, relation_, page_rows) {}
+      packed_(config, relation_, page_rows),
+      stable_(config, relation_,
+              [this](StoreTransaction& txn, const std::vector<std::string>& groups,
+                     BatchStats* stats) { return RewriteGroups(txn, groups, stats); }) {}
 
 void BucketProjection::CollectAffected(const EntityChange& change, AffectedUnits* out) const {
   const std::optional<Membership> before = MembershipOf(relation_, *change.before);
@@ -73,7 +76,10 @@ Status BucketProjection::Recompute(StoreTransaction& txn, const std::set<std::st
       whole.push_back(group);
     }
   }
-  if (!changed.empty()) DENORMD_RETURN_IF_ERROR(packed_.ApplyChanges(txn, changed, stats));
+  if (!changed.empty()) {
+    DENORMD_RETURN_IF_ERROR(stable() ? stable_.ApplyChanges(txn, changed, stats)
+                                     : packed_.ApplyChanges(txn, changed, stats));
+  }
   for (size_t start = 0; start < whole.size(); start += kGroupsPerChunk) {
     std::vector<std::string> chunk(whole.begin() + start,
                                    whole.begin() + std::min(whole.size(), start + kGroupsPerChunk));
@@ -116,15 +122,38 @@ Status BucketProjection::Verify(StoreTransaction& txn, const std::vector<std::st
   for (size_t start = 0; start < units.size(); start += kGroupsPerChunk) {
     std::vector<std::string> chunk(units.begin() + start,
                                    units.begin() + std::min(units.size(), start + kGroupsPerChunk));
+    std::vector<DocumentRow> stored;
+    DENORMD_RETURN_IF_ERROR(txn.documents().LoadByPk(config(), chunk, &stored));
+    if (stable()) {
+      DENORMD_RETURN_IF_ERROR(VerifyStable(txn, chunk, std::move(stored), differences));
+      continue;
+    }
     std::map<std::string, std::vector<DocumentRow>> built;
     DENORMD_RETURN_IF_ERROR(packed_.BuildGroups(txn, chunk, &built));
-    std::vector<DocumentRow> expected, stored;
+    std::vector<DocumentRow> expected;
     for (auto& group : built) {
       for (DocumentRow& row : group.second) expected.push_back(std::move(row));
     }
-    DENORMD_RETURN_IF_ERROR(txn.documents().LoadByPk(config(), chunk, &stored));
     CompareDocuments(std::move(expected), stored, differences);
   }
+  return Status::Ok();
+}
+
+Status BucketProjection::VerifyStable(StoreTransaction& txn, const std::vector<std::string>& groups,
+                                      std::vector<DocumentRow> stored,
+                                      std::vector<std::string>* differences) const {
+  std::vector<Referrer> members;
+  DENORMD_RETURN_IF_ERROR(ReadReferrers(txn.index(), relation_, groups,
+                                        ReferenceIndex::Read::kKeysAndData, &members));
+  std::map<std::string, std::vector<const Referrer*>> by_group = GroupByTarget(members);
+  std::map<std::string, std::vector<DocumentRow>> rows;
+  for (DocumentRow& row : stored) rows[row.pk.value_or("")].push_back(std::move(row));
+  std::vector<std::string> problems;
+  for (const std::string& group : groups) {
+    stable_.CheckGroup(group, by_group[group], std::move(rows[group]), &problems);
+  }
+  const std::string where = config().name + " (" + config().collection + ") ";
+  for (const std::string& problem : problems) differences->push_back(where + problem);
   return Status::Ok();
 }
 

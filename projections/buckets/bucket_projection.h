@@ -2,9 +2,10 @@
 // T whose `by` field holds the group's string value) in documents of `size`,
 // in `order_by` order. The article's "comments in documents of 100".
 //
-// Which member sits in which bucket is the layout's business
-// (packed_layout.h); this class finds what a change moves (MemberChange,
-// projections/affected.h), locks groups, and renders, verifies and lists them.
+// Which member sits in which bucket is the layout's business (stable_layout.h,
+// the default, and packed_layout.h); this class finds what a change moves
+// (MemberChange, projections/affected.h), locks groups, renders whole groups
+// (rebuild writes the packed layout for both), verifies and lists them.
 #ifndef DENORMD_PROJECTIONS_BUCKETS_BUCKET_PROJECTION_H_
 #define DENORMD_PROJECTIONS_BUCKETS_BUCKET_PROJECTION_H_
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "projections/buckets/packed_layout.h"
+#include "projections/buckets/stable_layout.h"
 #include "projections/derivation.h"
 #include "projections/projection.h"
 
@@ -40,12 +42,18 @@ class BucketProjection : public Projection {
                          std::vector<std::string>* out) const override;
 
  private:
+  // Verifies stable groups: content and invariants (StableLayout::CheckGroup).
+  Status VerifyStable(StoreTransaction& txn, const std::vector<std::string>& groups,
+                      std::vector<DocumentRow> stored, std::vector<std::string>* differences) const;
   // Renders `groups` whole and replaces their stored buckets.
   Status RewriteGroups(StoreTransaction& txn, const std::vector<std::string>& groups,
                        BatchStats* stats) const;
 
+  bool stable() const { return config().layout == ProjectionConfig::BucketLayout::kStable; }
+
   const Relation& relation_;
   PackedLayout packed_;
+  StableLayout stable_;
 };
 
 }  // namespace denormd

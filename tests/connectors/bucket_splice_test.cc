@@ -1,4 +1,4 @@
-// Bucket tails on PostgreSQL are spliced from the stored buckets as
+// Packed bucket tails on PostgreSQL are spliced from the stored buckets as
 // PostgreSQL prints them (jsonb text: its own spacing, key order and
 // escapes), and stay exact; a stored bucket edited behind denormd's back
 // makes the group render from its entities instead.
@@ -51,7 +51,7 @@ class BucketSpliceOnPostgres : public ::testing::Test {
     return differences;
   }
 
-  testing::ArticleOnPostgres article_;
+  testing::ArticleOnPostgres article_{testing::UsePackedBuckets};
   int files_ = 0;
 };
 

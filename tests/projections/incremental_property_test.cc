@@ -4,6 +4,7 @@
 // Covers bucket tails, top-N embeds read by index order, counts and ids.
 #include <functional>
 #include <random>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -44,14 +45,36 @@ std::string RandomAt(std::mt19937& random) {
   }
 }
 
-class IncrementalProperty : public ::testing::TestWithParam<uint64_t> {};
+// (bucket layout, bucket page rows)
+class IncrementalProperty
+    : public ::testing::TestWithParam<std::tuple<std::string, uint64_t>> {};
+
+// kConfig with every bucket projection in `layout`.
+std::string ConfigWithLayout(const std::string& layout) {
+  std::string text = kConfig;
+  for (size_t at = 0; (at = text.find("select: [", text.find("{buckets:", at))) != std::string::npos;) {
+    const size_t end = text.find("]}", at);
+    if (end == std::string::npos) break;
+    text.insert(end + 1, ", layout: " + layout);
+    at = end;
+  }
+  return text;
+}
 
 TEST_P(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
   std::vector<ConfigError> errors;
-  std::optional<Config> config = ParseConfig(kConfig, "prop.yaml", &errors);
+  const std::string text = ConfigWithLayout(std::get<0>(GetParam()));
+  std::optional<Config> config = ParseConfig(text, "prop.yaml", &errors);
   ASSERT_TRUE(config.has_value()) << (errors.empty() ? "" : errors[0].ToString("prop.yaml"));
+  const auto layout = std::get<0>(GetParam()) == "stable" ? ProjectionConfig::BucketLayout::kStable
+                                                          : ProjectionConfig::BucketLayout::kPacked;
+  for (const ProjectionConfig& projection : config->projections) {
+    if (projection.kind == ProjectionConfig::Kind::kBuckets) {
+      ASSERT_EQ(layout, projection.layout);
+    }
+  }
   PlanOptions options;
-  options.bucket_page_rows = GetParam();
+  options.bucket_page_rows = std::get<1>(GetParam());
   ProjectionPlan plan(*config, options);
   BatchApplier applier(plan);
   NativeDecoder decoder(*config);
@@ -104,8 +127,15 @@ TEST_P(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
   EXPECT_EQ(0u, total.tails_rendered);
 }
 
-// Bucket tails read in pages of 1 (clamped to the bucket size), 5 and 2000.
-INSTANTIATE_TEST_SUITE_P(TailPages, IncrementalProperty, ::testing::Values(1, 5, 2000));
+// Both layouts; packed tails read in pages of 1 (clamped to the bucket size),
+// 5 and 2000.
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, IncrementalProperty,
+    ::testing::Values(std::make_tuple("stable", 2000), std::make_tuple("packed", 1),
+                      std::make_tuple("packed", 5), std::make_tuple("packed", 2000)),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, uint64_t>>& info) {
+      return std::get<0>(info.param) + "Pages" + std::to_string(std::get<1>(info.param));
+    });
 
 // Post p with comments c1..c10 (at 1..10) in buckets of 3: p:0 .. p:3.
 class BucketSplice : public ::testing::Test {
@@ -116,7 +146,7 @@ class BucketSplice : public ::testing::Test {
 store: {schema: splice}
 entities: [comment]
 projections:
-  pages: {buckets: comment, by: postId, size: 3, order_by: at, select: [id, text]}
+  pages: {buckets: comment, by: postId, size: 3, order_by: at, select: [id, text], layout: packed}
 )", "splice.yaml", &errors);
     ASSERT_TRUE(config_.has_value());
     plan_ = std::make_unique<ProjectionPlan>(*config_);
@@ -189,6 +219,8 @@ struct StoredBucketEdit {
   const char* name;
   std::function<void(std::map<std::string, MemoryState::Document>* pages)> edit;
 };
+
+void PrintTo(const StoredBucketEdit& edit, std::ostream* os) { *os << edit.name; }
 
 class StoredBucketsEdited : public BucketSplice,
                             public ::testing::WithParamInterface<StoredBucketEdit> {};
