@@ -7,7 +7,8 @@
 #   1. build the images (denormd through podman-compose build; cached when unchanged)
 #   2. up: kafka, kafka-init (the topic), postgres, denormd, in depends_on order
 #   3. /healthz on the published port 9464
-#   4. the demo producer (profile demo) publishes tests/data/article/events.jsonl
+#   4. the demo producer (profile demo) publishes tests/data/article/events.jsonl,
+#      keyed type:id
 #   5. wait until denormd has consumed every event, then compare every document
 #      (psql in the postgres container) and the stale/dead counts with
 #      tests/data/article/expected.json
@@ -107,7 +108,7 @@ cleanup() {
   step "down -v"
   "${CONTAINERS[@]}" down || true
   echo "compose stack test: $([[ $code -eq 0 ]] && echo passed || echo FAILED) in $((SECONDS - T0)) s" >&2
-  exit $code
+  exit "$code"
 }
 
 step "images: base, stand-ins, denormd from the Dockerfile"
@@ -127,11 +128,18 @@ step "/healthz on the published port $PORT"
 step "publishing the article's events with the demo producer (profile demo)"
 "${CONTAINERS[@]}" publish
 total_events="$(grep -c '' "$EVENTS")"
+# Keyed type:id, so that each entity's events keep their order on one partition.
+keys="$(podman_ exec "$(container kafka)" /opt/kafka/bin/kafka-console-consumer.sh \
+  --bootstrap-server localhost:9092 --topic article.entities --partition 0 --offset earliest \
+  --max-messages 3 --timeout-ms 20000 --property print.key=true --property print.value=false \
+  2>/dev/null)"
+[[ "$(grep -cE '^[A-Za-z]+:[^ ]+$' <<<"$keys")" -eq 3 ]] || fail "the demo producer's records are not keyed type:id: '$keys'"
+echo "    keyed: $(tr '\n' ' ' <<<"$keys")" >&2
 
 step "waiting until denormd has consumed all $total_events events"
 all_consumed() {
-  local a s d l z
-  read -r a s d l z < <(status_totals)
+  local a s d z
+  read -r a s d _ z < <(status_totals)
   [[ $((a + s + d)) -eq $total_events && "$z" -eq 4 ]]
 }
 wait_for 120 "denormd consuming the events" all_consumed
@@ -209,11 +217,9 @@ echo "    book b1 now carries \"$name\"; applied $a2, stale $s2, dead $d2" >&2
 check_budget
 
 trap - EXIT
-cleanup_code=0
 step "down -v"
 "${CONTAINERS[@]}" down
 left="$(podman_ ps -a --filter "label=io.podman.compose.project=$DENORMD_COMPOSE_PROJECT" --format '{{.Names}}')"
 left+="$(podman_ volume ls --filter "label=io.podman.compose.project=$DENORMD_COMPOSE_PROJECT" --format '{{.Name}}')"
 [[ -z "$left" ]] || fail "left after down -v: $left"
 echo "compose stack test: passed in $((SECONDS - T0)) s" >&2
-exit $cleanup_code
