@@ -18,7 +18,7 @@
 #                     and :bookworm-slim, so that FROM debian:bookworm builds unchanged
 #   build [IMAGE...]  build images: denormd (the Dockerfile, through podman-compose build),
 #                     kafka and postgres (the stand-ins); default: all three
-#   up [--wait]       setup, build, then create the stack's containers with podman-compose
+#   up [--wait]       setup, build the missing images, create the containers with podman-compose
 #                     and start them in depends_on order, waiting for each condition
 #                     (service_healthy, service_completed_successfully) first;
 #                     --wait: also wait until denormd itself is healthy
@@ -344,6 +344,9 @@ cmd_up() {
   local order; order="$(start_order)"
   local -a services
   mapfile -t services < <(awk '{print $1}' <<<"$order")
+  if [[ -n "$(podman ps -a -q --filter "label=io.podman.compose.project=$PROJECT")" ]]; then
+    log "project $PROJECT has containers already: starting them as they are (down first to recreate)"
+  fi
   log "creating ${services[*]} (project $PROJECT; log $CONT_DIR/compose-up.log)"
   (cd "$REPO_DIR" && compose up --no-build --no-start "${services[@]}") >"$CONT_DIR/compose-up.log" 2>&1 \
     || { tail -n 30 "$CONT_DIR/compose-up.log" >&2; die "podman-compose up --no-start failed"; }
