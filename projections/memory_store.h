@@ -1,5 +1,6 @@
-// MemoryStore: the Store interface in process memory, for unit tests of the
-// projection language and the batch logic without a database server.
+// MemoryStore: the Store in process memory, for tests of the projection
+// language and the batch logic without a database server (and for
+// `denormd test`).
 //
 // Each transaction works on a private copy of the whole state and swaps it in
 // on Commit(), so uncommitted work is invisible and a dropped transaction
@@ -23,12 +24,16 @@ struct MemoryState {
     std::optional<std::string> pk;
     std::string json;
   };
+  // The index rows of one entity, as (relation name, target, sort).
+  struct IndexRow {
+    std::string relation;
+    std::string target;
+    std::string sort;
+  };
   std::map<EntityKey, EntityRecord> entities;
-  std::map<EntityKey, std::vector<ReferenceRow>> references;
-  // (type, relation, target) -> (sort, id), in referrer order
-  std::map<std::tuple<std::string, std::string, std::string>,
-           std::set<std::pair<std::string, std::string>>>
-      index;
+  std::map<EntityKey, std::vector<IndexRow>> references;
+  // (type, relation name, target) -> keys of its referrers, in order
+  std::map<std::tuple<std::string, std::string, std::string>, std::set<IndexKey>> index;
   std::map<std::string, std::map<std::string, Document>> collections;  // collection -> id -> doc
   std::map<std::pair<std::string, int32_t>, StoredPosition> positions;
   std::vector<DeadLetter> dead_letters;
@@ -40,13 +45,10 @@ class MemoryStore : public Store {
 
   const MemoryState& state() const { return state_; }
   MemoryState* mutable_state() { return &state_; }
-  // Makes the next Commit() fail with `status` (once), to test rollback.
-  void FailNextCommit(Status status) { fail_next_commit_ = std::move(status); }
 
  private:
   friend class MemoryTransaction;
   MemoryState state_;
-  Status fail_next_commit_;
 };
 
 }  // namespace denormd

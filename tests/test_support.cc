@@ -150,12 +150,17 @@ Config LoadTestConfig(const std::string& relative_path, const std::string& schem
 }
 
 ArticleOnPostgres::ArticleOnPostgres()
-    : config(LoadTestConfig("tests/data/article/config.yaml", TestSchemaName())),
-      plan(std::make_unique<ProjectionPlan>(config)),
-      applier(std::make_unique<BatchApplier>(*plan)),
-      store(std::make_unique<PostgresStore>(config, config.store.postgres)) {
-  Status status = store->Open();
+    : Engine(LoadTestConfig("tests/data/article/config.yaml", TestSchemaName()),
+             TestPostgresUrl()) {
+  Status status = store.Open();
   EXPECT_TRUE(status.ok()) << status.ToString();
+}
+
+RawRecord LogRecord(SourcePosition at, std::string json) {
+  RawRecord record;
+  record.at = std::move(at);
+  record.value = std::move(json);
+  return record;
 }
 
 Collections ReadCollections(const Config& config) {

@@ -13,7 +13,10 @@
 
 #include "config/config.h"
 #include "connectors/postgres_store.h"
+#include "daemon/engine.h"
+#include "formats/record.h"
 #include "projections/batch_applier.h"
+#include "projections/derivations/registry.h"
 
 namespace denormd {
 namespace testing {
@@ -59,18 +62,14 @@ std::string TestSchemaName();
 Config LoadTestConfig(const std::string& relative_path, const std::string& schema);
 
 // The article config on a fresh schema of the test database (named after the
-// running test), with its plan, a batch applier and an opened store. The
-// test fails if the store does not open. Not copyable: the plan borrows
-// `config`.
-struct ArticleOnPostgres {
+// running test): the engine, with its store opened. The test fails if the
+// store does not open.
+struct ArticleOnPostgres : Engine {
   ArticleOnPostgres();
-  ArticleOnPostgres(const ArticleOnPostgres&) = delete;
-  ArticleOnPostgres& operator=(const ArticleOnPostgres&) = delete;
-  Config config;
-  std::unique_ptr<ProjectionPlan> plan;
-  std::unique_ptr<BatchApplier> applier;
-  std::unique_ptr<PostgresStore> store;
 };
+
+// A record as an event log delivers it: `json` at `at`.
+RawRecord LogRecord(SourcePosition at, std::string json);
 
 // Every collection table of `config`'s schema, read with plain SQL.
 Collections ReadCollections(const Config& config);

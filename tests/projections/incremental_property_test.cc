@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/maintenance.h"
+#include "formats/native_format.h"
 #include "projections/batch_applier.h"
+#include "projections/derivations/registry.h"
+#include "projections/maintenance.h"
 #include "projections/memory_store.h"
 
 namespace denormd {
@@ -48,14 +50,17 @@ TEST_P(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
   std::vector<ConfigError> errors;
   std::optional<Config> config = ParseConfig(kConfig, "prop.yaml", &errors);
   ASSERT_TRUE(config.has_value()) << (errors.empty() ? "" : errors[0].ToString("prop.yaml"));
-  ProjectionPlan plan(*config);
-  BatchApplier applier(plan, /*tail_page_rows=*/GetParam());
+  PlanOptions options;
+  options.bucket_page_rows = GetParam();
+  ProjectionPlan plan(*config, options);
+  BatchApplier applier(plan);
+  NativeDecoder decoder(*config);
   MemoryStore store;
   std::mt19937 random(7);
   int64_t position = 0;
   BatchStats total;
   for (int batch_number = 0; batch_number < 150; ++batch_number) {
-    std::vector<RawEvent> raw;
+    std::vector<RawRecord> raw;
     int size = 1 + random() % 12;
     for (int i = 0; i < size; ++i) {
       std::string id = "c" + std::to_string(random() % 40);
@@ -80,16 +85,16 @@ TEST_P(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
       if (random() % 10 == 0) {
         json = R"({"type":"post","id":")" + post + R"(","op":"upsert","data":{"n":1}})";
       }
-      RawEvent event;
-      event.at = {"prop", 0, ++position};
-      event.bytes = json;
-      raw.push_back(event);
+      RawRecord record;
+      record.at = {"prop", 0, ++position};
+      record.value = json;
+      raw.push_back(record);
     }
     BatchStats stats;
-    ASSERT_TRUE(applier.Apply(&store, DecodeBatch(*config, raw), &stats).ok());
+    ASSERT_TRUE(applier.Apply(&store, DecodeBatch(decoder, raw), &stats).ok());
     total.Add(stats);
     std::vector<std::string> differences;
-    ASSERT_TRUE(Verify(plan, applier, &store, MaintenanceOptions(), &differences).ok());
+    ASSERT_TRUE(Verify(plan, &store, MaintenanceOptions(), &differences).ok());
     ASSERT_TRUE(differences.empty()) << "after batch " << batch_number << ": " << differences[0];
   }
   // The scenario did exercise the buckets: several pages exist, and tails
@@ -127,16 +132,21 @@ projections:
   }
 
   BatchStats Apply(const std::vector<std::string>& events) {
-    std::vector<RawEvent> raw;
-    for (const std::string& json : events) raw.push_back({{"splice", 0, ++position_}, json, 0});
+    std::vector<RawRecord> raw;
+    for (const std::string& json : events) {
+      RawRecord record;
+      record.at = {"splice", 0, ++position_};
+      record.value = json;
+      raw.push_back(record);
+    }
     BatchStats stats;
-    EXPECT_TRUE(applier_->Apply(&store_, DecodeBatch(*config_, raw), &stats).ok());
+    EXPECT_TRUE(applier_->Apply(&store_, DecodeBatch(NativeDecoder(*config_), raw), &stats).ok());
     return stats;
   }
 
   std::vector<std::string> Differences() {
     std::vector<std::string> differences;
-    EXPECT_TRUE(Verify(*plan_, *applier_, &store_, MaintenanceOptions(), &differences).ok());
+    EXPECT_TRUE(Verify(*plan_, &store_, MaintenanceOptions(), &differences).ok());
     return differences;
   }
 
