@@ -316,7 +316,12 @@ wait_healthy() { # CONTAINER
   done
 }
 
+# Conditions already met during this command (a healthy kafka need not be asked
+# again for each service that depends on it).
+declare -A MET=()
+
 wait_condition() { # SERVICE CONDITION
+  [[ -n "${MET[$1:$2]:-}" ]] && return 0
   local c; c="$(container_of "$1")"
   [[ -n "$c" ]] || die "no container for service $1"
   local start=$SECONDS
@@ -332,6 +337,7 @@ wait_condition() { # SERVICE CONDITION
       log "$1 completed successfully ($((SECONDS - start)) s)" ;;
     *) die "unknown depends_on condition $2 for $1" ;;
   esac
+  MET[$1:$2]=1
 }
 
 cmd_up() {
