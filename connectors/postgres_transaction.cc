@@ -80,9 +80,15 @@ class PostgresTransaction : public StoreTransaction,
                             public StreamLedger,
                             public WriteLocks {
  public:
-  PostgresTransaction(pqxx::connection_base& connection, const std::string& schema,
-                      LockRowProvisioner provision)
-      : work_(connection), schema_(work_.quote_name(schema)), provision_(std::move(provision)) {}
+  PostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
+                      const std::string& schema, LockRowProvisioner provision)
+      : work_(connection),
+        state_(state),
+        schema_(work_.quote_name(schema)),
+        provision_([this, provision = std::move(provision)](const std::string& keys) {
+          ++round_trips_;
+          return provision(keys);
+        }) {}
 
   SourceRows& source() override { return *this; }
   ReferenceIndex& index() override { return *this; }
@@ -91,6 +97,7 @@ class PostgresTransaction : public StoreTransaction,
   WriteLocks& locks() override { return *this; }
 
   Status Commit() override {
+    ++round_trips_;
     return Guard("committing", [&] { work_.commit(); });
   }
 
@@ -98,16 +105,13 @@ class PostgresTransaction : public StoreTransaction,
   // which an index nested loop is the right plan at any table size. Tables
   // that grow fast (a first load) have statistics minutes old, with which
   // the planner picks scans and hash joins that cost seconds; forbid those.
-  void PinIndexPlans() {
-    work_.exec("set local enable_seqscan = off; set local enable_hashjoin = off;"
-               " set local enable_mergejoin = off");
-  }
+  uint64_t round_trips() const override { return round_trips_; }
 
   // ---- WriteLocks
 
   Status LockWriters(bool exclusive) override {
     return Guard("joining the writers", [&] {
-      work_.exec(std::string("lock table ") + schema_ + ".writers in " +
+      Run(std::string("lock table ") + schema_ + ".writers in " +
                  (exclusive ? "exclusive" : "share") + " mode");
     });
   }
@@ -118,35 +122,41 @@ class PostgresTransaction : public StoreTransaction,
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     if (ids.empty()) return Status::Ok();
-    const std::string array = PgBigintArray(ids);
     // A key is a row of the locks table; its lock is a row lock, which
     // PostgreSQL keeps in the row itself, so a fan-out that locks 100,000
     // documents cannot exhaust the shared lock table. Missing rows are
     // created by a separate autocommit connection: inserting them here would
     // make this transaction wait for another one's uncommitted insert.
-    const std::string sql = "select key from " + schema_ +
-                            ".locks where key = any($1::bigint[]) order by key for update";
-    const std::string what = "locking " + std::to_string(ids.size()) + " keys";
-    if (mode == Mode::kWait) {
-      // Waiting locks are taken in one statement, in key order, so that two
-      // writers cannot deadlock: every row must exist first.
-      DENORMD_RETURN_IF_ERROR(provision_(array));
-      return Guard(what, [&] { work_.exec_params(sql, array); });
-    }
-    // Without waiting, order does not matter: lock the rows that exist (most
-    // of them: the extra round trip is saved), then create and lock the rest.
-    pqxx::result locked;
-    DENORMD_RETURN_IF_ERROR(Guard(what, [&] { locked = work_.exec_params(sql + " nowait", array); }));
-    if (locked.size() == ids.size()) return Status::Ok();
-    std::set<int64_t> have;
-    for (const auto& row : locked) have.insert(row[0].as<int64_t>());
-    std::vector<int64_t> absent;
+    const std::string nowait = mode == Mode::kNoWait ? " nowait" : "";
+    std::vector<int64_t> unknown;
     for (int64_t id : ids) {
-      if (!have.count(id)) absent.push_back(id);
+      if (!state_.lock_rows.count(id)) unknown.push_back(id);
     }
-    const std::string missing = PgBigintArray(absent);
-    DENORMD_RETURN_IF_ERROR(provision_(missing));
-    return Guard(what, [&] { work_.exec_params(sql + " nowait", missing); });
+    // Waiting locks are taken in one statement, in key order, so that two
+    // writers cannot deadlock: every row must exist first. Without waiting,
+    // order does not matter: lock the rows that exist, then the rest.
+    if (mode == Mode::kWait && !unknown.empty()) {
+      DENORMD_RETURN_IF_ERROR(provision_(PgBigintArray(unknown)));
+    }
+    std::vector<int64_t> locked;
+    DENORMD_RETURN_IF_ERROR(LockRows(ids, nowait, &locked));
+    if (locked.size() < ids.size()) {
+      // Rows that did not exist: new keys (NOWAIT), or known rows pruned
+      // meanwhile (waiting; taken out of key order, which is safe only
+      // because PostgreSQL detects the rare deadlock and the batch retries).
+      std::vector<int64_t> absent;
+      std::set_difference(ids.begin(), ids.end(), locked.begin(), locked.end(),
+                          std::back_inserter(absent));
+      DENORMD_RETURN_IF_ERROR(provision_(PgBigintArray(absent)));
+      std::vector<int64_t> more;
+      DENORMD_RETURN_IF_ERROR(LockRows(absent, nowait, &more));
+      if (more.size() < absent.size()) {
+        return Status::Transient("lock rows vanished while locking (pruned concurrently)");
+      }
+    }
+    if (state_.lock_rows.size() > (4u << 20)) state_.lock_rows.clear();
+    state_.lock_rows.insert(ids.begin(), ids.end());
+    return Status::Ok();
   }
 
   // ---- SourceRows
@@ -161,7 +171,7 @@ class PostgresTransaction : public StoreTransaction,
     }
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("loading entities", [&] {
-      rows = work_.exec_params(
+      rows = Run(
           "select e.type, e.id, e.version::text, e.deleted, e.data::text from " + schema_ +
               ".entities e join unnest($1::text[], $2::text[]) k(type, id)"
               " on e.type = k.type and e.id = k.id",
@@ -202,14 +212,43 @@ class PostgresTransaction : public StoreTransaction,
     e.EndArray();
     r.EndArray();
     return Guard("writing " + std::to_string(writes.size()) + " entities", [&] {
-      work_.exec_params(
-          "insert into " + schema_ + ".entities as t (type, id, version, deleted, data)"
+      // The source rows and the removal of their old index rows in one
+      // statement; the removed rows come back as per-target counts.
+      pqxx::result removed = Run(
+          "with e as (insert into " + schema_ + ".entities as t (type, id, version, deleted, data)"
           " select x.type, x.id, x.version, x.deleted, x.data from jsonb_to_recordset($1::jsonb)"
           " as x(type text, id text, version numeric, deleted boolean, data jsonb)"
           " on conflict (type, id) do update set version = excluded.version,"
-          " deleted = excluded.deleted, data = excluded.data, updated_at = now()",
-          Text(entities));
-      ReplaceReferenceRows(types, ids, Text(references));
+          " deleted = excluded.deleted, data = excluded.data, updated_at = now()),"
+          " d as (delete from " + schema_ + ".refs r using unnest($2::text[], $3::text[]) k(type, id)"
+          " where r.type = k.type and r.id = k.id returning r.type, r.field, r.target)"
+          " select type, field, target, count(*) from d group by 1, 2, 3",
+          Text(entities), PgTextArray(types), PgTextArray(ids));
+      rapidjson::StringBuffer gone;
+      JsonWriter g(gone);
+      g.StartArray();
+      for (const auto& row : removed) {
+        g.StartArray();
+        for (int column = 0; column < 3; ++column) g.String(row[column].c_str());
+        g.Int64(row[3].as<int64_t>());
+        g.EndArray();
+      }
+      g.EndArray();
+      // The new index rows, and ref_counts kept equal to the rows: +1 per row
+      // inserted, -1 per row removed, applied in key order so that
+      // concurrent writers cannot deadlock on the counters.
+      Run("with i as (insert into " + schema_ + ".refs (type, field, target, id, sort)"
+          " select x->>0, x->>1, x->>2, x->>3, decode(x->>4, 'hex')"
+          " from jsonb_array_elements($1::jsonb) x on conflict do nothing"
+          " returning type, field, target),"
+          " delta as (select type, field, target, sum(n)::bigint as n from ("
+          " select type, field, target, 1 as n from i union all"
+          " select x->>0, x->>1, x->>2, -(x->>3)::bigint from jsonb_array_elements($2::jsonb) x"
+          ") u group by 1, 2, 3 having sum(n) <> 0)"
+          " insert into " + schema_ + ".ref_counts as c (type, field, target, count)"
+          " select type, field, target, n from delta order by 1, 2, 3"
+          " on conflict (type, field, target) do update set count = c.count + excluded.count",
+          Text(references), Text(gone));
     });
   }
 
@@ -246,7 +285,7 @@ class PostgresTransaction : public StoreTransaction,
                   : "select t.target, encode(x.sort, 'hex'), x.id" + scans;
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard(with_data ? "loading referrers" : "finding referrers", [&] {
-      rows = work_.exec_params(sql, relation.entity_type(), relation.name(), arrays.target,
+      rows = Run(sql, relation.entity_type(), relation.name(), arrays.target,
                                arrays.sort, arrays.id, arrays.backward, arrays.limit);
     }));
     for (const auto& row : rows) {
@@ -279,7 +318,7 @@ class PostgresTransaction : public StoreTransaction,
     pqxx::result rows;
     if (!whole.empty()) {
       DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
-        rows = work_.exec_params("select target, count from " + schema_ +
+        rows = Run("select target, count from " + schema_ +
                                      ".ref_counts where type = $1 and field = $2 and"
                                      " target = any($3::text[]) and count > 0",
                                  relation.entity_type(), relation.name(), PgTextArray(whole));
@@ -289,7 +328,7 @@ class PostgresTransaction : public StoreTransaction,
     if (from.empty()) return Status::Ok();
     const RangeArrays arrays(from);
     DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
-      rows = work_.exec_params(
+      rows = Run(
           "select b.target, (select count(*) from " + schema_ +
               ".refs r where r.type = $1 and r.field = $2 and r.target = b.target"
               " and (r.sort, r.id) >= (decode(b.sort, 'hex'), b.id collate \"C\"))"
@@ -304,7 +343,7 @@ class PostgresTransaction : public StoreTransaction,
                      std::vector<std::string>* out) override {
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("listing reference targets", [&] {
-      rows = work_.exec_params("select distinct target from " + schema_ +
+      rows = Run("select distinct target from " + schema_ +
                                    ".refs where type = $1 and field = $2 and target > $3"
                                    " order by target limit $4",
                                relation.entity_type(), relation.name(), after,
@@ -338,7 +377,7 @@ class PostgresTransaction : public StoreTransaction,
     }
     w.EndArray();
     return Guard("writing documents of " + projection.name, [&] {
-      pqxx::result result = work_.exec_params(
+      pqxx::result result = Run(
           "insert into " + Table(projection) +
               " as c (id, doc, pk, projection, seq, number, lo_sort, lo_id, members)"
               " select x.id, x.doc, x.pk, $2, x.seq, x.number, decode(x.lo_sort, 'hex'), x.lo_id,"
@@ -361,7 +400,7 @@ class PostgresTransaction : public StoreTransaction,
   Status Delete(const ProjectionConfig& projection, const std::vector<std::string>& ids,
                 uint64_t* deleted) override {
     return Guard("deleting documents of " + projection.name, [&] {
-      pqxx::result result = work_.exec_params(
+      pqxx::result result = Run(
           "delete from " + Table(projection) + " where projection = $1 and id = any($2::text[])",
           projection.name, PgTextArray(ids));
       *deleted += result.affected_rows();
@@ -371,7 +410,7 @@ class PostgresTransaction : public StoreTransaction,
   Status DeleteByPkExcept(const ProjectionConfig& projection, const std::vector<std::string>& pks,
                           const std::vector<std::string>& keep, uint64_t* deleted) override {
     return Guard("deleting documents of " + projection.name, [&] {
-      pqxx::result result = work_.exec_params(
+      pqxx::result result = Run(
           "delete from " + Table(projection) +
               " where projection = $1 and pk = any($2::text[]) and id <> all($3::text[])",
           projection.name, PgTextArray(pks), PgTextArray(keep));
@@ -418,7 +457,7 @@ class PostgresTransaction : public StoreTransaction,
     const std::string window = std::to_string(kProbeWindow);
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("finding buckets of " + projection.name, [&] {
-      rows = work_.exec_params(
+      rows = Run(
           "select p.i, w.below, w.id, w.number, w.seq, w.lo_sort, w.lo_id, w.members"
           " from unnest($2::text[], $3::text[], $4::text[]) with ordinality p(grp, sort, id, i)"
           " cross join lateral ((select true as below, " + columns + where + "<=" + bound +
@@ -448,7 +487,7 @@ class PostgresTransaction : public StoreTransaction,
     if (groups.empty()) return Status::Ok();
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("numbering buckets of " + projection.name, [&] {
-      rows = work_.exec_params("select g, (select c.number from " + Table(projection) +
+      rows = Run("select g, (select c.number from " + Table(projection) +
                                    " c where c.projection = $1 and c.pk = g and c.number is not null"
                                    " order by c.number desc limit 1) from unnest($2::text[]) g",
                                projection.name, PgTextArray(groups));
@@ -463,7 +502,7 @@ class PostgresTransaction : public StoreTransaction,
                         uint64_t* written) override {
     const std::string table = Table(projection);
     return Guard("respacing the buckets of " + projection.name, [&] {
-      pqxx::result result = work_.exec_params(
+      pqxx::result result = Run(
           "update " + table + " c set seq = r.rank * $3,"
               " doc = jsonb_set(c.doc, '{seq}', to_jsonb(r.rank * $3))"
               " from (select id, row_number() over (order by lo_sort, lo_id) - 1 as rank from " +
@@ -479,7 +518,7 @@ class PostgresTransaction : public StoreTransaction,
   Status LoadPositions(const std::string& source, std::vector<StoredPosition>* out) override {
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("loading positions", [&] {
-      rows = work_.exec_params("select partition, position, applied, stale, dead from " + schema_ +
+      rows = Run("select partition, position, applied, stale, dead from " + schema_ +
                                    ".positions where source = $1 order by partition",
                                source);
     }));
@@ -494,8 +533,14 @@ class PostgresTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
+  // One statement: existing streams are advanced where their stored
+  // position is what the batch expected (fenced) or unconditionally; new
+  // streams are inserted. The UPDATE's row lock makes a second committer of
+  // a stream wait and then re-check against the first one's position (READ
+  // COMMITTED re-evaluates the condition on the row it waited for), and a
+  // fenced insert that loses a race to another inserter does nothing; either
+  // way the stream is missing from the result, which is the Conflict.
   Status SavePositions(const std::vector<PositionUpdate>& updates) override {
-    DENORMD_RETURN_IF_ERROR(CheckExpectedPositions(updates));
     rapidjson::StringBuffer buffer;
     JsonWriter w(buffer);
     w.StartArray();
@@ -508,20 +553,57 @@ class PostgresTransaction : public StoreTransaction,
       w.Uint64(update.stale);
       w.Key("dead");
       w.Uint64(update.dead);
+      w.Key("fenced");
+      w.Bool(update.expected_previous.has_value());
+      w.Key("expected");
+      w.Int64(update.expected_previous.value_or(-1));
       w.EndObject();
     }
     w.EndArray();
-    return Guard("saving positions", [&] {
-      work_.exec_params(
-          "insert into " + schema_ +
-              ".positions as p (source, partition, position, applied, stale, dead)"
-              " select * from jsonb_to_recordset($1::jsonb) as x(source text, partition integer,"
-              " position bigint, applied bigint, stale bigint, dead bigint)"
-              " on conflict (source, partition) do update set position = excluded.position,"
-              " applied = p.applied + excluded.applied, stale = p.stale + excluded.stale,"
-              " dead = p.dead + excluded.dead, updated_at = now()",
+    const std::string table = schema_ + ".positions";
+    pqxx::result saved;
+    DENORMD_RETURN_IF_ERROR(Guard("saving positions", [&] {
+      saved = Run(
+          "with x as (select * from jsonb_to_recordset($1::jsonb) as x(source text,"
+          " partition integer, position bigint, applied bigint, stale bigint, dead bigint,"
+          " fenced boolean, expected bigint)),"
+          " u as (update " + table + " p set position = x.position,"
+          " applied = p.applied + x.applied, stale = p.stale + x.stale, dead = p.dead + x.dead,"
+          " updated_at = now() from x where p.source = x.source and p.partition = x.partition"
+          " and (not x.fenced or p.position = x.expected) returning p.source, p.partition),"
+          " f as (insert into " + table + " (source, partition, position, applied, stale, dead)"
+          " select source, partition, position, applied, stale, dead from x"
+          " where x.fenced and x.expected = -1"
+          " and not exists (select 1 from u where u.source = x.source and u.partition = x.partition)"
+          " on conflict do nothing returning source, partition),"
+          " n as (insert into " + table + " as p (source, partition, position, applied, stale, dead)"
+          " select source, partition, position, applied, stale, dead from x where not x.fenced"
+          " and not exists (select 1 from u where u.source = x.source and u.partition = x.partition)"
+          " on conflict (source, partition) do update set position = excluded.position,"
+          " applied = p.applied + excluded.applied, stale = p.stale + excluded.stale,"
+          " dead = p.dead + excluded.dead, updated_at = now() returning source, partition)"
+          " select source, partition from u union all select source, partition from f"
+          " union all select source, partition from n",
           Text(buffer));
-    });
+    }));
+    if (saved.size() == updates.size()) return Status::Ok();
+    std::set<std::pair<std::string, int32_t>> done;
+    for (const auto& row : saved) done.insert({row[0].c_str(), row[1].as<int32_t>()});
+    for (const PositionUpdate& update : updates) {
+      if (done.count({update.at.source, update.at.partition})) continue;
+      pqxx::result stored;
+      DENORMD_RETURN_IF_ERROR(Guard("reading a position", [&] {
+        stored = Run("select position from " + table + " where source = $1 and partition = $2",
+                     update.at.source, update.at.partition);
+      }));
+      const int64_t position = stored.empty() ? -1 : stored[0][0].as<int64_t>();
+      return Status::Conflict(update.at.source + " partition " +
+                              std::to_string(update.at.partition) + " is at " +
+                              std::to_string(position) + ", this batch expected " +
+                              std::to_string(update.expected_previous.value_or(-1)) +
+                              ": another consumer applied these events");
+    }
+    return Status::Ok();
   }
 
   Status AddDeadLetters(const std::vector<DeadLetter>& letters) override {
@@ -539,7 +621,7 @@ class PostgresTransaction : public StoreTransaction,
     }
     w.EndArray();
     return Guard("writing dead letters", [&] {
-      work_.exec_params(
+      Run(
           "insert into " + schema_ + ".dead_letters (source, partition, position, raw, reason)"
               " select x.source, x.partition, x.position, decode(x.raw, 'hex'), x.reason"
               " from jsonb_to_recordset($1::jsonb) as x(source text, partition integer,"
@@ -567,6 +649,20 @@ class PostgresTransaction : public StoreTransaction,
     WriteString(w, meta.lo->id);
   }
 
+  // Locks the rows of `ids` (sorted) that exist, in key order; *locked gets
+  // their ids, sorted.
+  Status LockRows(const std::vector<int64_t>& ids, const std::string& nowait,
+                  std::vector<int64_t>* locked) {
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("locking " + std::to_string(ids.size()) + " keys", [&] {
+      rows = Run("select key from " + schema_ +
+                     ".locks where key = any($1::bigint[]) order by key for update" + nowait,
+                 PgBigintArray(ids));
+    }));
+    for (const auto& row : rows) locked->push_back(row[0].as<int64_t>());
+    return Status::Ok();
+  }
+
   static void WriteEntityRow(JsonWriter& e, const EntityRecord& record) {
     e.StartObject();
     e.Key("type");
@@ -590,91 +686,11 @@ class PostgresTransaction : public StoreTransaction,
     e.EndObject();
   }
 
-  // Replaces the entities' index rows, and keeps ref_counts (children per
-  // target) equal to the rows: +1 per row inserted, -1 per row deleted.
-  // Runs inside a Guard.
-  void ReplaceReferenceRows(const std::vector<std::string>& types,
-                            const std::vector<std::string>& ids, const std::string& rows_json) {
-    std::map<std::tuple<std::string, std::string, std::string>, int64_t> delta;
-    for (const auto& row : work_.exec_params(
-             "delete from " + schema_ +
-                 ".refs r using unnest($1::text[], $2::text[]) k(type, id)"
-                 " where r.type = k.type and r.id = k.id returning r.type, r.field, r.target",
-             PgTextArray(types), PgTextArray(ids))) {
-      delta[{row[0].c_str(), row[1].c_str(), row[2].c_str()}]--;
-    }
-    for (const auto& row : work_.exec_params(
-             "insert into " + schema_ + ".refs (type, field, target, id, sort)"
-             " select x->>0, x->>1, x->>2, x->>3, decode(x->>4, 'hex')"
-             " from jsonb_array_elements($1::jsonb) x on conflict do nothing"
-             " returning type, field, target",
-             rows_json)) {
-      delta[{row[0].c_str(), row[1].c_str(), row[2].c_str()}]++;
-    }
-    rapidjson::StringBuffer counts;
-    JsonWriter c(counts);
-    c.StartArray();
-    for (const auto& entry : delta) {  // sorted: concurrent updates cannot deadlock
-      if (entry.second == 0) continue;
-      c.StartArray();
-      WriteString(c, std::get<0>(entry.first));
-      WriteString(c, std::get<1>(entry.first));
-      WriteString(c, std::get<2>(entry.first));
-      c.Int64(entry.second);
-      c.EndArray();
-    }
-    c.EndArray();
-    work_.exec_params(
-        "insert into " + schema_ + ".ref_counts as c (type, field, target, count)"
-        " select x->>0, x->>1, x->>2, (x->>3)::bigint from jsonb_array_elements($1::jsonb) x"
-        " order by 1, 2, 3"
-        " on conflict (type, field, target) do update set count = c.count + excluded.count",
-        Text(counts));
-  }
-
-  // Locks the stored positions of the fenced streams and compares them with
-  // what the batch started from. The row lock makes a second committer of
-  // the same stream wait and then see the first one's position.
-  Status CheckExpectedPositions(const std::vector<PositionUpdate>& updates) {
-    std::vector<std::string> sources, partitions;
-    for (const PositionUpdate& update : updates) {
-      if (!update.expected_previous) continue;
-      sources.push_back(update.at.source);
-      partitions.push_back(std::to_string(update.at.partition));
-    }
-    if (sources.empty()) return Status::Ok();
-    pqxx::result rows;
-    DENORMD_RETURN_IF_ERROR(Guard("checking positions", [&] {
-      rows = work_.exec_params("select p.source, p.partition, p.position from " + schema_ +
-                                   ".positions p join unnest($1::text[], $2::int[]) k(source, "
-                                   "partition) on p.source = k.source and p.partition = "
-                                   "k.partition order by 1, 2 for update of p",
-                               PgTextArray(sources), PgTextArray(partitions));
-    }));
-    std::map<std::pair<std::string, int32_t>, int64_t> stored;
-    for (const auto& row : rows) {
-      stored[{row[0].c_str(), row[1].as<int32_t>()}] = row[2].as<int64_t>();
-    }
-    for (const PositionUpdate& update : updates) {
-      if (!update.expected_previous) continue;
-      auto it = stored.find({update.at.source, update.at.partition});
-      int64_t position = it == stored.end() ? -1 : it->second;
-      if (position != *update.expected_previous) {
-        return Status::Conflict(update.at.source + " partition " +
-                                std::to_string(update.at.partition) + " is at " +
-                                std::to_string(position) + ", this batch expected " +
-                                std::to_string(*update.expected_previous) +
-                                ": another consumer applied these events");
-      }
-    }
-    return Status::Ok();
-  }
-
   Status ListStrings(const std::string& what, const std::string& sql, const std::string& a,
                      const std::string& after, size_t limit, std::vector<std::string>* out) {
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard(what, [&] {
-      rows = work_.exec_params(sql, a, after, static_cast<int64_t>(limit));
+      rows = Run(sql, a, after, static_cast<int64_t>(limit));
     }));
     for (const auto& row : rows) out->push_back(row[0].c_str());
     return Status::Ok();
@@ -686,7 +702,7 @@ class PostgresTransaction : public StoreTransaction,
     if (values.empty()) return Status::Ok();
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("loading documents of " + projection.name, [&] {
-      rows = work_.exec_params(
+      rows = Run(
           "select id, pk, doc::text, number, seq, encode(lo_sort, 'hex'), lo_id, members from " +
               Table(projection) + " where projection = $1 and " + column + " = any($2::text[])",
           projection.name, PgTextArray(values));
@@ -709,20 +725,39 @@ class PostgresTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
+  // Runs one statement, prepared once per connection (parsed once; see
+  // PreparedStatements), and counts the round trip.
+  template <typename... Args>
+  pqxx::result Run(const std::string& sql, Args&&... args) {
+    ++round_trips_;
+    return work_.exec_prepared(state_.statements.Name(sql), std::forward<Args>(args)...);
+  }
+
   pqxx::work work_;
+  ConnectionState& state_;
   std::string schema_;
   LockRowProvisioner provision_;
+  uint64_t round_trips_ = 0;
 };
 
 }  // namespace
 
-Status BeginPostgresTransaction(pqxx::connection_base& connection, const std::string& schema,
-                                LockRowProvisioner provision,
+PreparedStatements::PreparedStatements(pqxx::connection_base& connection)
+    : connection_(connection) {}
+
+const std::string& PreparedStatements::Name(const std::string& sql) {
+  auto found = names_.find(sql);
+  if (found != names_.end()) return found->second;
+  std::string name = "denormd_" + std::to_string(names_.size());
+  connection_.prepare(name, sql);
+  return names_.emplace(sql, std::move(name)).first->second;
+}
+
+Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
+                                const std::string& schema, LockRowProvisioner provision,
                                 std::unique_ptr<StoreTransaction>* out) {
   return Guard("starting a transaction", [&] {
-    auto txn = std::make_unique<PostgresTransaction>(connection, schema, std::move(provision));
-    txn->PinIndexPlans();
-    *out = std::move(txn);
+    *out = std::make_unique<PostgresTransaction>(connection, state, schema, std::move(provision));
   });
 }
 

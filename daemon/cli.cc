@@ -269,8 +269,8 @@ int Replay(const Arguments& args) {
     std::cout << seconds << " s: " << FormatCount(s.applied) << " applied, "
               << FormatCount(s.stale) << " stale, " << FormatCount(s.dead_letters)
               << " dead letters; " << FormatCount(s.documents_written) << " documents written, "
-              << FormatCount(s.documents_deleted) << " deleted; peak RSS " << PeakRssKib() / 1024
-              << " MiB\n";
+              << FormatCount(s.documents_deleted) << " deleted; " << FormatCount(s.round_trips)
+              << " round trips to PostgreSQL; peak RSS " << PeakRssKib() / 1024 << " MiB\n";
   }
   return exit_code;
 }

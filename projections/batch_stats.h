@@ -17,6 +17,7 @@ struct BatchStats {
   uint64_t documents_written = 0;   // rows inserted or changed
   uint64_t documents_deleted = 0;
   uint64_t busy_retries = 0;        // attempts rolled back because a lock was busy
+  uint64_t round_trips = 0;         // to the store server, all attempts
   // Bucket groups whose changed buckets were spliced from the stored ones,
   // and those rendered from every member's entity because the stored buckets
   // did not fit (edited documents, or a `select` changed without a rebuild).
@@ -34,6 +35,7 @@ struct BatchStats {
     documents_written += o.documents_written;
     documents_deleted += o.documents_deleted;
     busy_retries += o.busy_retries;
+    round_trips += o.round_trips;
     tails_spliced += o.tails_spliced;
     tails_rendered += o.tails_rendered;
   }

@@ -243,6 +243,9 @@ class StoreTransaction {
   virtual StreamLedger& ledger() = 0;
   virtual WriteLocks& locks() = 0;
   virtual Status Commit() = 0;
+  // Round trips to the store server so far (statements, commit), for the
+  // cost figures; 0 for an in-process store.
+  virtual uint64_t round_trips() const { return 0; }
 };
 
 class Store {
