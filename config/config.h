@@ -158,7 +158,9 @@ struct StoreConfig {
 
 struct BatchConfig {
   uint64_t max_events = 5000;   // events per transaction, >= 1
-  uint64_t max_delay_ms = 50;   // how long `run` waits to fill a batch
+  // The longest `run` keeps adding records that are already fetched to a
+  // batch that has one; it never waits for records that have not arrived.
+  uint64_t max_delay_ms = 50;
 };
 
 struct Config {

@@ -156,7 +156,9 @@ Status KafkaEventSource::Poll(size_t max, int max_delay_ms, int idle_ms,
     int remaining = static_cast<int>(
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     if (remaining <= 0) break;
-    std::unique_ptr<RdKafka::Message> message(consumer_->consume(std::min(remaining, 100)));
+    // Once a batch has a record it takes only what is already here: an idle
+    // input never makes a batch wait out max_delay_ms.
+    std::unique_ptr<RdKafka::Message> message(consumer_->consume(first ? std::min(remaining, 100) : 0));
     if (generation_ != generation) {
       // A rebalance ran inside consume(). Events read before it may belong to
       // partitions this instance no longer owns, and every partition it owns
@@ -179,6 +181,7 @@ Status KafkaEventSource::Poll(size_t max, int max_delay_ms, int idle_ms,
       }
       case RdKafka::ERR__TIMED_OUT:
       case RdKafka::ERR__PARTITION_EOF:
+        if (!first) return Status::Ok();  // nothing more ready: apply what we have
         break;
       case RdKafka::ERR__FATAL:
         return Status::Fatal("Kafka consumer: " + message->errstr());

@@ -54,7 +54,10 @@ class KafkaEventSource : public EventSource, public DeadLetterSink {
   // subscribes. Fails on a bad librdkafka property, with its message.
   Status Open();
 
-  // Returns early when stopping. A rebalance empties *out.
+  // Waits up to `idle_ms` for a first record; after it, takes the records
+  // already fetched (up to `max`, for at most `max_delay_ms`) and returns as
+  // soon as none is ready, so that batches follow the input's pace. Returns
+  // early when stopping. A rebalance empties *out.
   Status Poll(size_t max, int max_delay_ms, int idle_ms, std::vector<RawRecord>* out) override;
   bool Exhausted() const override { return false; }
   std::vector<SourcePosition> FencingPositions() const override;
