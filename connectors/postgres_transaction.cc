@@ -189,66 +189,75 @@ class PostgresTransaction : public StoreTransaction,
   }
 
   Status WriteEntities(const std::vector<EntityWrite>& writes) override {
-    rapidjson::StringBuffer entities, references;
-    JsonWriter e(entities), r(references);
-    std::vector<std::string> types, ids;
+    rapidjson::StringBuffer entities, added, removed;
+    JsonWriter e(entities), a(added), r(removed);
+    std::vector<std::string> replace_types, replace_ids;
     e.StartArray();
+    a.StartArray();
     r.StartArray();
     for (const EntityWrite& write : writes) {
       const EntityRecord& record = write.record;
-      types.push_back(record.key.type);
-      ids.push_back(record.key.id);
       WriteEntityRow(e, record);
-      for (const ReferenceRow& row : write.references) {
-        r.StartArray();
-        WriteString(r, record.key.type);
-        WriteString(r, row.relation->name());
-        WriteString(r, row.target);
-        WriteString(r, record.key.id);
-        WriteString(r, HexEncode(row.sort));
-        r.EndArray();
+      if (write.replace_all) {
+        replace_types.push_back(record.key.type);
+        replace_ids.push_back(record.key.id);
       }
+      for (const ReferenceRow& row : write.added) WriteIndexRow(a, record.key, row);
+      for (const ReferenceRow& row : write.removed) WriteIndexRow(r, record.key, row);
     }
     e.EndArray();
+    a.EndArray();
     r.EndArray();
+    // The source rows, the index rows each entity loses and gains, and the
+    // per-target counts kept equal to the rows (+1 per row inserted, -1 per
+    // row deleted, applied in key order so that concurrent writers cannot
+    // deadlock on the counters): one statement. The rows removed and added
+    // are disjoint, so the two sub-statements never touch one row.
+    const std::string counts =
+        " delta as (select type, field, target, sum(n)::bigint as n from ("
+        " select type, field, target, -1 as n from d union all"
+        " select type, field, target, 1 from i) u group by 1, 2, 3 having sum(n) <> 0)"
+        " insert into " + schema_ + ".ref_counts as c (type, field, target, count)"
+        " select type, field, target, n from delta order by 1, 2, 3"
+        " on conflict (type, field, target) do update set count = c.count + excluded.count";
+    const std::string upsert =
+        "e as (insert into " + schema_ + ".entities as t (type, id, version, deleted, data)"
+        " select x.type, x.id, x.version, x.deleted, x.data from jsonb_to_recordset($1::jsonb)"
+        " as x(type text, id text, version numeric, deleted boolean, data jsonb)"
+        " on conflict (type, id) do update set version = excluded.version,"
+        " deleted = excluded.deleted, data = excluded.data, updated_at = now())";
+    auto insert = [&](const std::string& param) {  // the rows to add: param
+      return "i as (insert into " + schema_ + ".refs (type, field, target, id, sort)"
+             " select x->>0, x->>1, x->>2, x->>4, decode(x->>3, 'hex')"
+             " from jsonb_array_elements(" + param + "::jsonb) x on conflict do nothing"
+             " returning type, field, target)";
+    };
+    if (!replace_types.empty() && replace_types.size() != writes.size()) {
+      return Status::Fatal("internal: entity writes that replace their index rows and writes that "
+                           "change them cannot share a call");
+    }
     return Guard("writing " + std::to_string(writes.size()) + " entities", [&] {
-      // The source rows and the removal of their old index rows in one
-      // statement; the removed rows come back as per-target counts.
-      pqxx::result removed = Run(
-          "with e as (insert into " + schema_ + ".entities as t (type, id, version, deleted, data)"
-          " select x.type, x.id, x.version, x.deleted, x.data from jsonb_to_recordset($1::jsonb)"
-          " as x(type text, id text, version numeric, deleted boolean, data jsonb)"
-          " on conflict (type, id) do update set version = excluded.version,"
-          " deleted = excluded.deleted, data = excluded.data, updated_at = now()),"
-          " d as (delete from " + schema_ + ".refs r using unnest($2::text[], $3::text[]) k(type, id)"
-          " where r.type = k.type and r.id = k.id returning r.type, r.field, r.target)"
-          " select type, field, target, count(*) from d group by 1, 2, 3",
-          Text(entities), PgTextArray(types), PgTextArray(ids));
-      rapidjson::StringBuffer gone;
-      JsonWriter g(gone);
-      g.StartArray();
-      for (const auto& row : removed) {
-        g.StartArray();
-        for (int column = 0; column < 3; ++column) g.String(row[column].c_str());
-        g.Int64(row[3].as<int64_t>());
-        g.EndArray();
+      if (replace_types.empty()) {
+        Run("with " + upsert + ", " + insert("$2") + ","
+            " d as (delete from " + schema_ + ".refs r using jsonb_array_elements($3::jsonb) x"
+            " where r.type = x->>0 and r.field = x->>1 and r.target = x->>2"
+            " and r.sort = decode(x->>3, 'hex') and r.id = x->>4 returning r.type, r.field, r.target),"
+            + counts,
+            Text(entities), Text(added), Text(removed));
+        return;
       }
-      g.EndArray();
-      // The new index rows, and ref_counts kept equal to the rows: +1 per row
-      // inserted, -1 per row removed, applied in key order so that
-      // concurrent writers cannot deadlock on the counters.
-      Run("with i as (insert into " + schema_ + ".refs (type, field, target, id, sort)"
-          " select x->>0, x->>1, x->>2, x->>3, decode(x->>4, 'hex')"
-          " from jsonb_array_elements($1::jsonb) x on conflict do nothing"
-          " returning type, field, target),"
-          " delta as (select type, field, target, sum(n)::bigint as n from ("
-          " select type, field, target, 1 as n from i union all"
-          " select x->>0, x->>1, x->>2, -(x->>3)::bigint from jsonb_array_elements($2::jsonb) x"
-          ") u group by 1, 2, 3 having sum(n) <> 0)"
-          " insert into " + schema_ + ".ref_counts as c (type, field, target, count)"
-          " select type, field, target, n from delta order by 1, 2, 3"
-          " on conflict (type, field, target) do update set count = c.count + excluded.count",
-          Text(references), Text(gone));
+      // Reindexing: every stored row of these entities goes first, then
+      // their rows are inserted (two statements: one row may be in both).
+      Run("with " + upsert + ","
+          " d as (delete from " + schema_ + ".refs r using unnest($2::text[], $3::text[]) k(type, id)"
+          " where r.type = k.type and r.id = k.id returning r.type, r.field, r.target),"
+          " i as (select null::text as type, null::text as field, null::text as target where false),"
+          + counts,
+          Text(entities), PgTextArray(replace_types), PgTextArray(replace_ids));
+      Run("with " + insert("$1") + ","
+          " d as (select null::text as type, null::text as field, null::text as target where false),"
+          + counts,
+          Text(added));
     });
   }
 
@@ -661,6 +670,17 @@ class PostgresTransaction : public StoreTransaction,
     }));
     for (const auto& row : rows) locked->push_back(row[0].as<int64_t>());
     return Status::Ok();
+  }
+
+  // [type, field, target, sort hex, id]
+  static void WriteIndexRow(JsonWriter& w, const EntityKey& key, const ReferenceRow& row) {
+    w.StartArray();
+    WriteString(w, key.type);
+    WriteString(w, row.relation->name());
+    WriteString(w, row.target);
+    WriteString(w, HexEncode(row.sort));
+    WriteString(w, key.id);
+    w.EndArray();
   }
 
   static void WriteEntityRow(JsonWriter& e, const EntityRecord& record) {

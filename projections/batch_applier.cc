@@ -1,6 +1,9 @@
 #include "projections/batch_applier.h"
 
+#include <algorithm>
+#include <iterator>
 #include <set>
+#include <tuple>
 
 namespace denormd {
 
@@ -51,6 +54,24 @@ bool NextState(const EntityEvent& event, EntityState* state) {
   }
   *state = std::move(next);
   return true;
+}
+
+// The write of `record` with the index rows it gains and loses.
+EntityWrite IndexChange(const EntityRecord& record, std::vector<ReferenceRow> before,
+                        std::vector<ReferenceRow> after) {
+  auto key = [](const ReferenceRow& row) {
+    return std::make_tuple(row.relation->name(), row.target, row.sort);
+  };
+  auto less = [&](const ReferenceRow& a, const ReferenceRow& b) { return key(a) < key(b); };
+  std::sort(before.begin(), before.end(), less);
+  std::sort(after.begin(), after.end(), less);
+  EntityWrite write;
+  write.record = record;
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
+                      std::back_inserter(write.added), less);
+  std::set_difference(before.begin(), before.end(), after.begin(), after.end(),
+                      std::back_inserter(write.removed), less);
+  return write;
 }
 
 }  // namespace
@@ -188,7 +209,9 @@ Status BatchApplier::WriteSource(StoreTransaction& txn, const EntityStates& stat
     const EntityState& before = entry.second.first;
     const EntityState& after = entry.second.second;
     if (SameRecord(before, after)) continue;
-    writes.push_back({*after, plan_.ReferenceRowsOf(*after)});
+    writes.push_back(IndexChange(*after, before ? plan_.ReferenceRowsOf(*before)
+                                                : std::vector<ReferenceRow>(),
+                                 plan_.ReferenceRowsOf(*after)));
     if (DataChanged(before, after)) changes->push_back({entry.first, &before, &after});
   }
   stats->entities_written = writes.size();

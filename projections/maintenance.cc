@@ -121,8 +121,11 @@ Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOption
       DENORMD_RETURN_IF_ERROR(txn->source().LoadEntities(keys, &records));
       std::vector<EntityWrite> writes;
       for (EntityRecord& record : records) {
-        std::vector<ReferenceRow> rows = plan.ReferenceRowsOf(record);
-        writes.push_back({std::move(record), std::move(rows)});
+        EntityWrite write;
+        write.added = plan.ReferenceRowsOf(record);
+        write.record = std::move(record);
+        write.replace_all = true;
+        writes.push_back(std::move(write));
       }
       DENORMD_RETURN_IF_ERROR(txn->source().WriteEntities(writes));
       DENORMD_RETURN_IF_ERROR(txn->Commit());

@@ -52,14 +52,27 @@ class MemoryTransaction : public StoreTransaction,
       const EntityKey& key = write.record.key;
       Remember(&state_.entities, key);
       Remember(&state_.references, key);
-      for (const MemoryState::IndexRow& row : state_.references[key]) {
-        IndexErase({key.type, row.relation, row.target}, {row.sort, key.id});
-      }
       std::vector<MemoryState::IndexRow>& rows = state_.references[key];
-      rows.clear();
-      for (const ReferenceRow& row : write.references) {
-        rows.push_back({row.relation->name(), row.target, row.sort});
-        IndexInsert({key.type, row.relation->name(), row.target}, {row.sort, key.id});
+      auto remove = [&](const std::string& relation, const std::string& target,
+                        const std::string& sort) {
+        IndexErase({key.type, relation, target}, {sort, key.id});
+        rows.erase(std::remove_if(rows.begin(), rows.end(),
+                                  [&](const MemoryState::IndexRow& row) {
+                                    return row.relation == relation && row.target == target &&
+                                           row.sort == sort;
+                                  }),
+                   rows.end());
+      };
+      if (write.replace_all) {
+        while (!rows.empty()) remove(rows[0].relation, rows[0].target, rows[0].sort);
+      }
+      for (const ReferenceRow& row : write.removed) {
+        remove(row.relation->name(), row.target, row.sort);
+      }
+      for (const ReferenceRow& row : write.added) {
+        if (IndexInsert({key.type, row.relation->name(), row.target}, {row.sort, key.id})) {
+          rows.push_back({row.relation->name(), row.target, row.sort});
+        }
       }
       state_.entities[key] = write.record;
     }
@@ -361,13 +374,14 @@ class MemoryTransaction : public StoreTransaction,
     if (it->second.empty()) state_.index.erase(it);
     undo_.push_back([this, target, key] { state_.index[target].insert(key); });
   }
-  void IndexInsert(const IndexTarget& target, const IndexKey& key) {
-    if (!state_.index[target].insert(key).second) return;
+  bool IndexInsert(const IndexTarget& target, const IndexKey& key) {
+    if (!state_.index[target].insert(key).second) return false;
     undo_.push_back([this, target, key] {
       auto it = state_.index.find(target);
       it->second.erase(key);
       if (it->second.empty()) state_.index.erase(it);
     });
+    return true;
   }
 
   // Journals the current value of `map[key]` (or its absence) for rollback.

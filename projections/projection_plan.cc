@@ -1,6 +1,7 @@
 #include "projections/projection_plan.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "projections/buckets/bucket_projection.h"
 #include "projections/derivations/registry.h"
@@ -10,9 +11,21 @@ namespace denormd {
 
 // Binds the fields of one projection at a time; relations are interned in
 // the plan.
+//
+// A relation read without an order (count, ids, a lookup's fan-out) is the
+// same set of rows as one with an order on the same path: when the config has
+// such an ordered relation, the unordered reads use it, and each entity keeps
+// one index row per path instead of two. The plan is therefore built twice:
+// the first pass only records which ordered relations exist (`carriers`).
 class ProjectionPlan::Builder : public PlanBuilder {
  public:
-  explicit Builder(ProjectionPlan* plan) : plan_(plan) {}
+  using CarrierKey = std::tuple<std::string, std::string, Relation::Flavour>;
+
+  // Without `carriers`: the recording pass.
+  Builder(ProjectionPlan* plan, const std::map<CarrierKey, const OrderBy*>* carriers)
+      : plan_(plan), carriers_(carriers) {}
+
+  const std::map<CarrierKey, const OrderBy*>& recorded() const { return recorded_; }
 
   void Start(const ProjectionConfig& projection, size_t index) {
     projection_ = &projection;
@@ -23,6 +36,13 @@ class ProjectionPlan::Builder : public PlanBuilder {
 
   const Relation& UseRelation(const std::string& entity_type, const Path& path,
                               const OrderBy* order, Relation::Flavour flavour) override {
+    const CarrierKey key{entity_type, path.text, flavour};
+    const bool ordered = order != nullptr && order->present;
+    if (ordered) recorded_.emplace(key, order);
+    if (!ordered && carriers_ != nullptr) {
+      auto carrier = carriers_->find(key);
+      if (carrier != carriers_->end()) order = carrier->second;
+    }
     auto relation = std::make_unique<Relation>(entity_type, path, order, flavour);
     std::vector<const Relation*>& relations = plan_->types_[entity_type].relations;
     for (const Relation* existing : relations) {
@@ -35,12 +55,25 @@ class ProjectionPlan::Builder : public PlanBuilder {
 
  private:
   ProjectionPlan* plan_;
+  const std::map<CarrierKey, const OrderBy*>* carriers_;
+  std::map<CarrierKey, const OrderBy*> recorded_;  // first ordered relation per key
   const ProjectionConfig* projection_ = nullptr;
   size_t index_ = 0;
 };
 
 ProjectionPlan::ProjectionPlan(const Config& config, PlanOptions options) : config_(config) {
-  Builder builder(this);
+  Builder recorder(this, nullptr);
+  Build(recorder, options);
+  const std::map<Builder::CarrierKey, const OrderBy*> carriers = recorder.recorded();
+  relations_.clear();
+  projections_.clear();
+  types_.clear();
+  Builder builder(this, &carriers);
+  Build(builder, options);
+}
+
+void ProjectionPlan::Build(Builder& builder, const PlanOptions& options) {
+  const Config& config = config_;
   for (size_t p = 0; p < config.projections.size(); ++p) {
     const ProjectionConfig& projection = config.projections[p];
     builder.Start(projection, p);

@@ -70,6 +70,7 @@ class ProjectionPlan {
 
  private:
   class Builder;
+  void Build(Builder& builder, const PlanOptions& options);
 
   const Config& config_;
   std::vector<std::unique_ptr<Relation>> relations_;

@@ -47,9 +47,16 @@ struct ReferenceRow {
   std::string sort;
 };
 
+// An entity's new record, and how its reference-index rows change: the rows
+// it gains and the rows it loses (an unchanged row is in neither, and costs
+// no write). With `replace_all` every stored row of the entity is removed
+// first and `added` holds all of its rows (reindexing, where the stored rows
+// are not known).
 struct EntityWrite {
   EntityRecord record;
-  std::vector<ReferenceRow> references;  // replaces the entity's previous rows
+  std::vector<ReferenceRow> added;
+  std::vector<ReferenceRow> removed;
+  bool replace_all = false;
 };
 
 class SourceRows {
