@@ -29,7 +29,7 @@ const KeyList kTopKeys = {"source", "store", "batch", "entities", "projections"}
 const KeyList kSourceKeys = {"kafka"};
 const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
 const KeyList kStoreKeys = {"postgres", "schema"};
-const KeyList kBatchKeys = {"max_events", "max_delay_ms"};
+const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes"};
 const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
                                  "exclude", "fields", "partition_key", "by",
                                  "size", "order_by", "field", "select", "layout"};
@@ -564,6 +564,9 @@ void ConfigParser::ReadBatch(const Item& item, Config* config) {
   if (!ExpectMap(item)) return;
   const auto keys = ReadKeys(item, kBatchKeys);
   if (keys.count("max_events")) ReadUint(keys.at("max_events"), 1, &config->batch.max_events);
+  if (keys.count("max_event_bytes")) {
+    ReadUint(keys.at("max_event_bytes"), 1024, &config->batch.max_event_bytes);
+  }
   if (keys.count("max_delay_ms")) {
     ReadUint(keys.at("max_delay_ms"), 0, &config->batch.max_delay_ms);
   }

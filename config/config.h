@@ -161,6 +161,10 @@ struct BatchConfig {
   // The longest `run` keeps adding records that are already fetched to a
   // batch that has one; it never waits for records that have not arrived.
   uint64_t max_delay_ms = 50;
+  // The largest record accepted, in bytes (a Kafka message value or a log
+  // line); larger ones become dead letters holding their first 64 KiB, and a
+  // log line over it is never held in memory whole. >= 1024.
+  uint64_t max_event_bytes = 1 << 20;
 };
 
 struct Config {

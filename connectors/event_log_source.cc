@@ -14,8 +14,10 @@ EventLogSource::~EventLogSource() {
   if (owned_ && file_ != nullptr) std::fclose(file_);
 }
 
-Status EventLogSource::Open(const std::string& path, const PositionLoader& loader) {
+Status EventLogSource::Open(const std::string& path, const PositionLoader& loader,
+                            uint64_t max_line_bytes) {
   path_ = path;
+  max_line_bytes_ = max_line_bytes;
   if (path == "-") {
     file_ = stdin;
     source_ = "stdin";
@@ -40,28 +42,34 @@ Status EventLogSource::Open(const std::string& path, const PositionLoader& loade
   return SkipTo(it->second);
 }
 
-bool EventLogSource::ReadLine(std::string* line) {
-  // getline, not fgets: a NUL byte inside a line must not end it.
-  char* buffer = nullptr;
-  size_t capacity = 0;
-  const ssize_t n = getline(&buffer, &capacity, file_);
-  if (n < 0) {
-    std::free(buffer);
-    return false;
+bool EventLogSource::ReadLine(std::string* line, uint64_t* length) {
+  // getc, not fgets: a NUL byte inside a line must not end it; and a line
+  // longer than the limit is counted, not kept.
+  line->clear();
+  *length = 0;
+  int c;
+  bool any = false;
+  while ((c = getc_unlocked(file_)) != EOF) {
+    any = true;
+    ++bytes_read_;
+    if (c == '\n') break;
+    if (*length <= max_line_bytes_) line->push_back(static_cast<char>(c));
+    ++*length;
   }
-  bytes_read_ += static_cast<uint64_t>(n);
-  line->assign(buffer, static_cast<size_t>(n));
-  std::free(buffer);
-  if (!line->empty() && line->back() == '\n') line->pop_back();
-  if (!line->empty() && line->back() == '\r') line->pop_back();
+  if (!any) return false;
+  if (*length <= max_line_bytes_ && !line->empty() && line->back() == '\r') {
+    line->pop_back();
+    --*length;
+  }
   ++line_;
   return true;
 }
 
 Status EventLogSource::SkipTo(int64_t target) {
   std::string line;
+  uint64_t length = 0;
   while (line_ < target) {
-    if (!ReadLine(&line)) {
+    if (!ReadLine(&line, &length)) {
       return Status::InvalidInput(source_ + " has " + std::to_string(line_) +
                                   " lines but the stored position is line " +
                                   std::to_string(target) + "; was the log replaced?");
@@ -73,9 +81,10 @@ Status EventLogSource::SkipTo(int64_t target) {
 Status EventLogSource::Poll(size_t max, int /*max_delay_ms*/, int /*idle_ms*/,
                             std::vector<RawRecord>* out) {
   std::string line;
+  uint64_t length = 0;
   size_t added = 0;
   while (added < max && !eof_) {
-    if (!ReadLine(&line)) {
+    if (!ReadLine(&line, &length)) {
       if (std::ferror(file_)) {
         return Status::Fatal("error reading " + path_ + ": " + std::strerror(errno));
       }
@@ -85,6 +94,10 @@ Status EventLogSource::Poll(size_t max, int /*max_delay_ms*/, int /*idle_ms*/,
     if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank line
     RawRecord record;
     record.at = {source_, 0, line_};
+    if (length > max_line_bytes_) {
+      line.resize(kRefusedRecordBytes);
+      record.refusal = TooLargeRefusal(length, max_line_bytes_);
+    }
     record.value = line;
     out->push_back(std::move(record));
     ++added;

@@ -24,8 +24,10 @@ class EventLogSource : public EventSource {
   EventLogSource& operator=(const EventLogSource&) = delete;
 
   // Opens `path` ("-" = stdin) and, for a file, skips to the stored position
-  // (`loader` may be empty: start at the first line).
-  Status Open(const std::string& path, const PositionLoader& loader);
+  // (`loader` may be empty: start at the first line). Lines over
+  // `max_line_bytes` are refused (RawRecord::refusal) without being held.
+  Status Open(const std::string& path, const PositionLoader& loader,
+              uint64_t max_line_bytes = 1 << 20);
 
   // The stream name: "file:<absolute path>" or "stdin".
   const std::string& source() const { return source_; }
@@ -45,8 +47,9 @@ class EventLogSource : public EventSource {
 
  private:
   // Reads the next line (its bytes as they are, NUL bytes included, without
-  // the line break and a trailing CR). False at the end.
-  bool ReadLine(std::string* line);
+  // the line break and a trailing CR), keeping at most max_line_bytes_ + 1 of
+  // them; *length is its whole length. False at the end.
+  bool ReadLine(std::string* line, uint64_t* length);
   Status SkipTo(int64_t line);
 
   std::FILE* file_ = nullptr;
@@ -59,6 +62,7 @@ class EventLogSource : public EventSource {
   int64_t committed_ = -1;  // the stored position (-1: none)
   uint64_t bytes_read_ = 0;
   uint64_t size_ = 0;
+  uint64_t max_line_bytes_ = 1 << 20;
 };
 
 }  // namespace denormd

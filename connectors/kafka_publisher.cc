@@ -44,7 +44,8 @@ Status PublishEventLog(const KafkaSourceConfig& kafka, const std::string& topic,
   if (!producer) return Status::Fatal("cannot create a Kafka producer: " + error);
 
   EventLogSource log;
-  DENORMD_RETURN_IF_ERROR(log.Open(path, nullptr));
+  // Lines as they are, however long: the daemon refuses what is too large.
+  DENORMD_RETURN_IF_ERROR(log.Open(path, nullptr, UINT64_MAX));
   while (!log.Exhausted()) {
     std::vector<RawRecord> events;
     // From stdin each line is sent as soon as it is read (a live feed);

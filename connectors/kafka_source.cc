@@ -208,7 +208,13 @@ RawRecord KafkaEventSource::ToRecord(RdKafka::Message& message) const {
     record.key.emplace(static_cast<const char*>(message.key_pointer()), message.key_len());
   }
   if (message.payload() != nullptr) {
-    record.value.emplace(static_cast<const char*>(message.payload()), message.len());
+    const uint64_t limit = config_.batch.max_event_bytes;
+    if (message.len() > limit) {
+      record.refusal = TooLargeRefusal(message.len(), limit);
+      record.value.emplace(static_cast<const char*>(message.payload()), kRefusedRecordBytes);
+    } else {
+      record.value.emplace(static_cast<const char*>(message.payload()), message.len());
+    }
   }
   if (RdKafka::Headers* headers = message.headers()) {
     for (const RdKafka::Headers::Header& header : headers->get_all()) {

@@ -22,6 +22,13 @@ Status FromPostgresException(const std::exception& e, const std::string& what) {
     // 40xxx: serialization failure, deadlock; 08xxx: connection; 57P0x:
     // server shutting down or starting; 53xxx: out of resources.
     if (state == "55P03") return Status::Busy(message);  // lock_not_available (NOWAIT)
+    // 22xxx: data exception (a value PostgreSQL cannot take); 54xxx: program
+    // limit exceeded (an index row too large); 23xxx: integrity constraint.
+    // The data itself is refused: a retry fails the same way, and the batch
+    // loop finds the record responsible (BatchLoop).
+    if (state.rfind("22", 0) == 0 || state.rfind("54", 0) == 0 || state.rfind("23", 0) == 0) {
+      return Status::InvalidInput(message + " (SQLSTATE " + state + ")");
+    }
     if (state.rfind("40", 0) == 0 || state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0 ||
         state.rfind("53", 0) == 0) {
       return Status::Transient(message + " (SQLSTATE " + state + ")");

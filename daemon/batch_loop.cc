@@ -27,14 +27,43 @@ Status BatchLoop::Run() {
                                          options_.max_delay_ms, options_.idle_ms, &records));
     if (hooks_.after_poll) hooks_.after_poll();
     if (records.empty()) continue;
-    DENORMD_RETURN_IF_ERROR(ApplyWithRetry(records));
+    Outcome outcome;
+    DENORMD_RETURN_IF_ERROR(Apply(records, &outcome));
   }
   return Status::Ok();
 }
 
-Status BatchLoop::ApplyWithRetry(const std::vector<RawRecord>& records) {
+Status BatchLoop::Apply(const std::vector<RawRecord>& records, Outcome* outcome) {
+  Status status = ApplyWithRetry(records, nullptr, outcome);
+  if (!status.IsInvalidInput()) return status;
+  if (records.size() == 1) {
+    Log(LogLevel::kWarn, "record_refused",
+        {{"source", records[0].at.source}, {"partition", records[0].at.partition},
+         {"position", records[0].at.position}, {"reason", status.message()}});
+    const std::string reason = "the store refused it: " + status.message();
+    return ApplyWithRetry(records, &reason, outcome);
+  }
+  Log(LogLevel::kWarn, "batch_split",
+      {{"records", static_cast<uint64_t>(records.size())}, {"reason", status.message()}});
+  const size_t half = records.size() / 2;
+  const std::vector<RawRecord> first(records.begin(), records.begin() + half);
+  const std::vector<RawRecord> second(records.begin() + half, records.end());
+  DENORMD_RETURN_IF_ERROR(Apply(first, outcome));
+  if (*outcome != Outcome::kCommitted) return Status::Ok();  // fenced or stopping: read again
+  return Apply(second, outcome);
+}
+
+Status BatchLoop::ApplyWithRetry(const std::vector<RawRecord>& records, const std::string* refuse,
+                                 Outcome* outcome) {
   EventBatch batch = DecodeBatch(decoder_, records);
+  if (refuse != nullptr) {
+    for (const EventBatch::Item& item : batch.events) {
+      batch.dead_letters.push_back({item.at, item.raw, *refuse});
+    }
+    batch.events.clear();
+  }
   batch.previous_positions = source_.FencingPositions();
+  *outcome = Outcome::kAbandoned;
   bool dead_letters_published = dead_letters_ == nullptr;
   const auto start = std::chrono::steady_clock::now();
   for (int attempt = 1;; ++attempt) {
@@ -52,10 +81,12 @@ Status BatchLoop::ApplyWithRetry(const std::vector<RawRecord>& records) {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (hooks_.on_commit) hooks_.on_commit(records, stats, seconds, attempt);
+      *outcome = Outcome::kCommitted;
       return Status::Ok();
     }
     if (status.IsConflict()) {
       Log(LogLevel::kWarn, "batch_fenced", {{"error", status.message()}});
+      *outcome = Outcome::kFenced;
       Status reseek = source_.Reseek();
       return stopping_.load() ? Status::Ok() : reseek;
     }

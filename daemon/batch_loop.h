@@ -9,10 +9,14 @@
 // source it committed. A batch that fails transiently (the store away, a
 // deadlock) is retried as a whole with RetryBackoffMs; a Conflict (another
 // consumer moved a fenced stream) makes the source re-seek to the stored
-// positions; anything else ends the run with nothing of that batch committed.
+// positions. A batch the store refuses as data (InvalidInput: a value it
+// cannot hold) is split in halves, recursively, until the record responsible
+// is alone; that record becomes a dead letter with the store's reason and
+// everything else applies, so no record can stop the run for good. Anything
+// else ends the run with nothing of that batch committed.
 //
 // Logs: batch_retry, batch_recovered, batch_fenced, batch_abandoned_for_stop,
-// bucket_tails_rendered.
+// batch_split, record_refused, bucket_tails_rendered.
 // Not thread-safe; `stopping` may be set from a signal handler.
 #ifndef DENORMD_DAEMON_BATCH_LOOP_H_
 #define DENORMD_DAEMON_BATCH_LOOP_H_
@@ -20,6 +24,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "connectors/event_source.h"
@@ -61,9 +66,13 @@ class BatchLoop {
   Status Run();
 
  private:
-  // Applies one batch, retrying as the file comment says. Ok when it
-  // committed, was fenced and re-seeked, or was abandoned for a stop.
-  Status ApplyWithRetry(const std::vector<RawRecord>& records);
+  enum class Outcome { kCommitted, kFenced, kAbandoned };
+  // Applies `records`, splitting them when the store refuses their data.
+  Status Apply(const std::vector<RawRecord>& records, Outcome* outcome);
+  // Applies one batch, retrying as the file comment says; with `refuse`,
+  // every record of it becomes a dead letter with that reason.
+  Status ApplyWithRetry(const std::vector<RawRecord>& records, const std::string* refuse,
+                        Outcome* outcome);
   // Sleeps up to `ms`, waking early on a stop request.
   void Pause(int ms) const;
 

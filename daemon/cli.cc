@@ -229,6 +229,7 @@ int Replay(const Arguments& args) {
     auto start = std::chrono::steady_clock::now();
     ReplayOptions options;
     options.batch_size = engine->config.batch.max_events;
+    options.max_event_bytes = engine->config.batch.max_event_bytes;
     if (progress) {
       options.on_batch = [&](const std::string& /*source*/, const BatchStats& total, uint64_t read,
                              uint64_t size) {

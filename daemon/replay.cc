@@ -10,7 +10,7 @@ namespace denormd {
 Status ReplayLog(const Decoder& decoder, const BatchApplier& applier, Store* store,
                  const std::string& path, const ReplayOptions& options, ReplayReport* report) {
   EventLogSource log;
-  DENORMD_RETURN_IF_ERROR(log.Open(path, LoadPositionsFrom(*store)));
+  DENORMD_RETURN_IF_ERROR(log.Open(path, LoadPositionsFrom(*store), options.max_event_bytes));
   report->source = log.source();
   report->resumed_after_line = log.resumed_after_line();
   report->last_line = log.resumed_after_line();

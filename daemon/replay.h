@@ -20,6 +20,7 @@ namespace denormd {
 struct ReplayOptions {
   size_t batch_size = 5000;    // events per transaction, >= 1
   int max_attempts = 10;       // tries per batch on transient errors
+  uint64_t max_event_bytes = 1 << 20;  // batch.max_event_bytes
   // Called after each committed batch (for progress output); may be empty.
   std::function<void(const std::string& source, const BatchStats& total, uint64_t bytes_read,
                       uint64_t bytes_total)>

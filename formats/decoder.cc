@@ -4,6 +4,12 @@
 
 namespace denormd {
 
+std::string TooLargeRefusal(uint64_t bytes, uint64_t limit) {
+  return "the record is " + std::to_string(bytes) + " bytes long, more than batch.max_event_bytes (" +
+         std::to_string(limit) + "); the dead letter keeps its first " +
+         std::to_string(kRefusedRecordBytes) + " bytes";
+}
+
 EventBatch DecodeBatch(const Decoder& decoder, const std::vector<RawRecord>& records) {
   EventBatch batch;
   batch.raw_count = records.size();
@@ -19,13 +25,16 @@ EventBatch DecodeBatch(const Decoder& decoder, const std::vector<RawRecord>& rec
     }
     std::vector<EntityEvent> events;
     bool skipped = false;
-    Status status = decoder.Decode(record, &events, &skipped);
+    Status status = record.refusal.empty() ? decoder.Decode(record, &events, &skipped)
+                                           : Status::InvalidInput(record.refusal);
     if (!status.ok()) {
       batch.dead_letters.push_back({record.at, record.value.value_or(""), status.message()});
       continue;
     }
     if (skipped) batch.skipped_count++;
-    for (EntityEvent& event : events) batch.events.push_back({record.at, std::move(event)});
+    for (EntityEvent& event : events) {
+      batch.events.push_back({record.at, std::move(event), record.value.value_or("")});
+    }
   }
   return batch;
 }

@@ -1,5 +1,7 @@
 #include "formats/native_format.h"
 
+#include "formats/json_input.h"
+
 #include <string>
 
 namespace denormd {
@@ -16,35 +18,12 @@ Status RequireString(const JsonValue& event, const char* field, std::string* out
   return Status::Ok();
 }
 
-// PostgreSQL text and jsonb cannot hold U+0000; such an event could never be
-// stored, so it is rejected here rather than failing its whole batch later.
-bool ContainsNul(const JsonValue& value) {
-  if (value.IsString()) {
-    return std::char_traits<char>::find(value.GetString(), value.GetStringLength(), '\0') !=
-           nullptr;
-  }
-  if (value.IsArray()) {
-    for (const JsonValue& element : value.GetArray()) {
-      if (ContainsNul(element)) return true;
-    }
-  }
-  if (value.IsObject()) {
-    for (auto it = value.MemberBegin(); it != value.MemberEnd(); ++it) {
-      if (ContainsNul(it->name) || ContainsNul(it->value)) return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 Status DecodeNativeEvent(const Config& config, const std::string& bytes, EntityEvent* out) {
   auto doc = NewEntityJson();
-  DENORMD_RETURN_IF_ERROR(ParseJson(bytes, doc.get()));
+  DENORMD_RETURN_IF_ERROR(ParseInputJson(bytes, doc.get()));
   if (!doc->IsObject()) return Status::InvalidInput("an event must be a JSON object");
-  if (ContainsNul(*doc)) {
-    return Status::InvalidInput("the event contains a U+0000 character, which PostgreSQL cannot store");
-  }
 
   EntityEvent event;
   DENORMD_RETURN_IF_ERROR(RequireString(*doc, "type", &event.key.type));
@@ -53,6 +32,10 @@ Status DecodeNativeEvent(const Config& config, const std::string& bytes, EntityE
   }
   DENORMD_RETURN_IF_ERROR(RequireString(*doc, "id", &event.key.id));
   if (event.key.id.empty()) return Status::InvalidInput("field \"id\" must not be empty");
+  if (event.key.id.size() > kMaxIdBytes) {
+    return Status::InvalidInput("field \"id\" is " + std::to_string(event.key.id.size()) +
+                                " bytes long; an id is at most " + std::to_string(kMaxIdBytes));
+  }
 
   std::string op;
   DENORMD_RETURN_IF_ERROR(RequireString(*doc, "op", &op));

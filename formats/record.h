@@ -21,7 +21,16 @@ struct RawRecord {
   std::vector<std::pair<std::string, std::string>> headers;
   std::optional<std::string> value;    // null: a Kafka tombstone
   int64_t timestamp_ms = 0;            // Kafka message timestamp (Unix ms); 0 if none
+  // Set by a source that refuses the record as read (too large: `value` then
+  // holds only its start): it becomes a dead letter with this reason.
+  std::string refusal;
 };
+
+// The most of a refused record's bytes a dead letter keeps.
+constexpr size_t kRefusedRecordBytes = 64 * 1024;
+
+// The refusal of a record of `bytes` over a limit of `limit` bytes.
+std::string TooLargeRefusal(uint64_t bytes, uint64_t limit);
 
 }  // namespace denormd
 

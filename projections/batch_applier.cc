@@ -153,14 +153,15 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction& txn, const EventBatch&
   EntityStates states;
   DENORMD_RETURN_IF_ERROR(LockAndLoad(txn, batch, &states));
   Streams streams;
-  ApplyEvents(batch, &states, &streams, stats);
+  std::vector<DeadLetter> refused;
+  ApplyEvents(batch, &states, &streams, &refused, stats);
   std::vector<EntityChange> changes;
   DENORMD_RETURN_IF_ERROR(WriteSource(txn, states, &changes, stats));
   AffectedUnits affected;
   DENORMD_RETURN_IF_ERROR(CollectAffected(txn, changes, &affected));
   DENORMD_RETURN_IF_ERROR(LockAffected(txn, affected, exclusive));
   DENORMD_RETURN_IF_ERROR(Recompute(txn, affected, stats));
-  return RecordStreams(txn, batch, &streams);
+  return RecordStreams(txn, batch, refused, &streams);
 }
 
 Status BatchApplier::LockAndLoad(StoreTransaction& txn, const EventBatch& batch,
@@ -182,8 +183,27 @@ Status BatchApplier::LockAndLoad(StoreTransaction& txn, const EventBatch& batch,
   return Status::Ok();
 }
 
+Status BatchApplier::IndexLimitsError(const EntityState& state) const {
+  if (!IsLive(state)) return Status::Ok();
+  for (const ReferenceRow& row : plan_.ReferenceRowsOf(*state)) {
+    if (row.target.size() > kMaxIndexedIdBytes) {
+      return Status::InvalidInput("the value of \"" + row.relation->path().text + "\" is " +
+                                  std::to_string(row.target.size()) +
+                                  " bytes long; a referenced id is at most " +
+                                  std::to_string(kMaxIndexedIdBytes));
+    }
+    if (row.sort.size() > kMaxSortKeyBytes) {
+      return Status::InvalidInput("the order_by value \"" + row.relation->order()->path.text +
+                                  "\" is " + std::to_string(row.sort.size()) +
+                                  " bytes long; an ordered value is at most " +
+                                  std::to_string(kMaxSortKeyBytes));
+    }
+  }
+  return Status::Ok();
+}
+
 void BatchApplier::ApplyEvents(const EventBatch& batch, EntityStates* states, Streams* streams,
-                               BatchStats* stats) const {
+                               std::vector<DeadLetter>* refused, BatchStats* stats) const {
   for (const SourcePosition& last : batch.last_positions) (*streams)[StreamKey(last)].at = last;
   for (const SourcePosition& previous : batch.previous_positions) {
     auto it = streams->find(StreamKey(previous));
@@ -192,13 +212,23 @@ void BatchApplier::ApplyEvents(const EventBatch& batch, EntityStates* states, St
   for (const DeadLetter& letter : batch.dead_letters) (*streams)[StreamKey(letter.at)].dead++;
   for (const EventBatch::Item& item : batch.events) {
     PositionUpdate& stream = (*streams)[StreamKey(item.at)];
-    if (NextState(item.event, &(*states)[item.event.key].second)) {
-      stream.applied++;
-      stats->applied++;
-    } else {
+    EntityState& state = (*states)[item.event.key].second;
+    EntityState next = state;
+    if (!NextState(item.event, &next)) {
       stream.stale++;
       stats->stale++;
+      continue;
     }
+    Status limits = IndexLimitsError(next);
+    if (!limits.ok()) {
+      refused->push_back({item.at, item.raw, limits.message()});
+      stream.dead++;
+      stats->dead_letters++;
+      continue;
+    }
+    state = std::move(next);
+    stream.applied++;
+    stats->applied++;
   }
 }
 
@@ -277,10 +307,11 @@ Status BatchApplier::Recompute(StoreTransaction& txn, const AffectedUnits& affec
 }
 
 Status BatchApplier::RecordStreams(StoreTransaction& txn, const EventBatch& batch,
+                                   const std::vector<DeadLetter>& refused,
                                    Streams* streams) const {
-  if (!batch.dead_letters.empty()) {
-    DENORMD_RETURN_IF_ERROR(txn.ledger().AddDeadLetters(batch.dead_letters));
-  }
+  std::vector<DeadLetter> letters = batch.dead_letters;
+  letters.insert(letters.end(), refused.begin(), refused.end());
+  if (!letters.empty()) DENORMD_RETURN_IF_ERROR(txn.ledger().AddDeadLetters(letters));
   std::vector<PositionUpdate> positions;
   for (auto& entry : *streams) positions.push_back(entry.second);
   if (positions.empty()) return Status::Ok();

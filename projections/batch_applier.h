@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "projections/affected.h"
+#include "projections/limits.h"
 #include "projections/batch_stats.h"
 #include "projections/projection_plan.h"
 #include "projections/store.h"
@@ -58,15 +59,20 @@ class BatchApplier {
   Status ApplyInTransaction(StoreTransaction& txn, const EventBatch& batch, bool exclusive,
                             BatchStats* stats) const;
   Status LockAndLoad(StoreTransaction& txn, const EventBatch& batch, EntityStates* states) const;
+  // Applies the events in order; an event whose new state the store could
+  // not index (IndexLimitsError) is refused into *refused instead.
   void ApplyEvents(const EventBatch& batch, EntityStates* states, Streams* streams,
-                   BatchStats* stats) const;
+                   std::vector<DeadLetter>* refused, BatchStats* stats) const;
+  // Why the store could not hold the index rows of `state`; ok when it can.
+  Status IndexLimitsError(const EntityState& state) const;
   Status WriteSource(StoreTransaction& txn, const EntityStates& states,
                      std::vector<EntityChange>* changes, BatchStats* stats) const;
   Status CollectAffected(StoreTransaction& txn, const std::vector<EntityChange>& changes,
                          AffectedUnits* affected) const;
   Status LockAffected(StoreTransaction& txn, const AffectedUnits& affected, bool exclusive) const;
   Status Recompute(StoreTransaction& txn, const AffectedUnits& affected, BatchStats* stats) const;
-  Status RecordStreams(StoreTransaction& txn, const EventBatch& batch, Streams* streams) const;
+  Status RecordStreams(StoreTransaction& txn, const EventBatch& batch,
+                       const std::vector<DeadLetter>& refused, Streams* streams) const;
 
   const ProjectionPlan& plan_;
 };

@@ -19,7 +19,9 @@ std::shared_ptr<JsonDocument> NewEntityJson() {
 }
 
 Status ParseJson(const std::string& text, JsonDocument* out) {
-  out->Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag>(
+  // Iterative: no input can exhaust the stack while parsing.
+  out->Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag |
+             rapidjson::kParseIterativeFlag>(
       text.data(), text.size());
   if (out->HasParseError()) {
     return Status::InvalidInput(std::string("not valid JSON: ") +

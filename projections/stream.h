@@ -58,6 +58,7 @@ struct EventBatch {
   struct Item {
     SourcePosition at;
     EntityEvent event;
+    std::string raw;  // the record as read, for a dead letter the engine decides on
   };
   std::vector<Item> events;
   std::vector<DeadLetter> dead_letters;

@@ -236,6 +236,16 @@ Config LoadTestConfig(const std::string& relative_path, const std::string& schem
   return *config;
 }
 
+std::string ArticleConfigFile(Config* config) {
+  std::string schema = TestSchemaName();
+  *config = LoadTestConfig("tests/data/article/config.yaml", schema);
+  std::string text = ReadFile(SourcePath("tests/data/article/config.yaml"));
+  size_t at = text.find("schema: article");
+  EXPECT_NE(std::string::npos, at);
+  text.replace(at, std::string("schema: article").size(), "schema: " + schema);
+  return WriteTempFile("config.yaml", text);
+}
+
 Config ConfigOnTestDatabase(const std::string& yaml) {
   std::vector<ConfigError> errors;
   std::optional<Config> config = ParseConfig(yaml, "test.yaml", &errors);

@@ -66,6 +66,10 @@ Config LoadTestConfig(const std::string& relative_path, const std::string& schem
 // test; any store section is replaced).
 Config ConfigOnTestDatabase(const std::string& yaml);
 
+// A copy of the article config file with its own schema (named after the
+// running test, dropped first); *config gets it parsed. For CLI tests.
+std::string ArticleConfigFile(Config* config);
+
 // The article config on a fresh schema of the test database (named after the
 // running test): the engine, with its store opened. The test fails if the
 // store does not open.

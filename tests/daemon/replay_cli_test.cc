@@ -20,16 +20,6 @@ using testing::SourcePath;
 using testing::Sql;
 
 // A copy of the article config with the test's own schema.
-std::string ArticleConfigFile(Config* config) {
-  std::string schema = testing::TestSchemaName();
-  *config = testing::LoadTestConfig("tests/data/article/config.yaml", schema);
-  std::string text = testing::ReadFile(SourcePath("tests/data/article/config.yaml"));
-  size_t at = text.find("schema: article");
-  EXPECT_NE(std::string::npos, at);
-  text.replace(at, std::string("schema: article").size(), "schema: " + schema);
-  return testing::WriteTempFile("config.yaml", text);
-}
-
 // Replays the article's events.jsonl with `config_file`.
 void ReplayArticleEvents(const std::string& config_file) {
   std::string output;
@@ -41,7 +31,7 @@ void ReplayArticleEvents(const std::string& config_file) {
 
 TEST(ReplayCli, SecondRunAppliesNothingAndSaysSo) {
   Config config;
-  std::string config_file = ArticleConfigFile(&config);
+  std::string config_file = testing::ArticleConfigFile(&config);
   std::string events = SourcePath("tests/data/article/events.jsonl");
   std::string output;
   ASSERT_EQ(0, RunDenormd({"replay", "-c", config_file, events}, &output)) << output;
@@ -59,7 +49,7 @@ TEST(ReplayCli, SecondRunAppliesNothingAndSaysSo) {
 
 TEST(ReplayCli, KillNineMidReplayThenRerunEndsExact) {
   Config config;
-  std::string config_file = ArticleConfigFile(&config);
+  std::string config_file = testing::ArticleConfigFile(&config);
   std::string events = SourcePath("tests/data/article/events-random.jsonl");
   const std::string positions = "select coalesce(max(position), 0) from " +
                                 config.store.schema + ".positions";
@@ -112,7 +102,7 @@ TEST(ReplayCli, KillNineMidReplayThenRerunEndsExact) {
 
 TEST(VerifyCli, NamesACorruptedDocumentAndRebuildRepairsIt) {
   Config config;
-  std::string config_file = ArticleConfigFile(&config);
+  std::string config_file = testing::ArticleConfigFile(&config);
   ASSERT_NO_FATAL_FAILURE(ReplayArticleEvents(config_file));
   std::string output;
   ASSERT_EQ(0, RunDenormd({"verify", "-c", config_file}, &output)) << output;
@@ -143,7 +133,7 @@ TEST(VerifyCli, NamesACorruptedDocumentAndRebuildRepairsIt) {
 
 TEST(RebuildCli, ChangedRelationsAreRefusedUntilRebuildReindexes) {
   Config config;
-  std::string config_file = ArticleConfigFile(&config);
+  std::string config_file = testing::ArticleConfigFile(&config);
   ASSERT_NO_FATAL_FAILURE(ReplayArticleEvents(config_file));
   std::string output;
   // The same store, with the recent comments now ordered oldest first: the
@@ -168,7 +158,7 @@ TEST(RebuildCli, ChangedRelationsAreRefusedUntilRebuildReindexes) {
 
 TEST(VerifyCli, UnknownProjectionIsAUsageError) {
   Config config;
-  std::string config_file = ArticleConfigFile(&config);
+  std::string config_file = testing::ArticleConfigFile(&config);
   std::string output;
   EXPECT_EQ(2, RunDenormd({"verify", "-c", config_file, "nosuch"}, &output)) << output;
   EXPECT_NE(std::string::npos, output.find("no projection named \"nosuch\"")) << output;
@@ -221,7 +211,7 @@ TEST(Cli, HelpTeachesAndBadUsageExitsTwo) {
 
 TEST(ReplayCli, UnreachableDatabaseIsAClearError) {
   Config config;
-  std::string config_file = ArticleConfigFile(&config);
+  std::string config_file = testing::ArticleConfigFile(&config);
   std::string output;
   std::string command = std::string("DENORMD_POSTGRES=postgresql://127.0.0.1:1/nowhere '") +
                         DENORMD_BINARY + "' replay -c '" + config_file + "' '" +
@@ -238,7 +228,7 @@ TEST(ReplayCli, UnreachableDatabaseIsAClearError) {
 
 TEST(ReplayCli, EditedStoredBucketIsWarnedAboutAndStillExact) {
   Config config;
-  std::string config_file = ArticleConfigFile(&config);
+  std::string config_file = testing::ArticleConfigFile(&config);
   std::string load;
   for (int i = 0; i < 250; ++i) {  // buckets p:0 .. p:2
     load += R"({"type":"comment","id":"c)" + std::to_string(1000 + i) +
