@@ -23,8 +23,15 @@ time from produce to committed document, p50/p99/max, from the daemon's
 denormd_event_age_seconds histogram. And scaling: denormd replay's CHANGES rate on a
 store 10x smaller (--scale-small), same change-stream length.
 
-The table goes to stdout and, with the command, date and machine, to
-bench/results/latest.md. Progress goes to stderr. See bench/README.md.
+The table goes to stdout and, with the command, date and machine, to an untracked file
+(STATE_DIR/results/run-<date>.md, the raw figures beside it as .json); --record writes the
+committed bench/results/latest.{md,json} instead. Progress goes to stderr. See
+bench/README.md.
+
+Safety: one run per state dir at a time (a lock file); a run whose ports are taken by
+another process stops before starting or dropping anything; schemas are dropped only in the
+server whose data directory is this state dir's, and only those the harness marked as its
+own (a comment on the schema).
 
 Examples:
   bench/run.py                                    # the default size (the issue's)
@@ -33,6 +40,7 @@ Examples:
 """
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -41,6 +49,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -107,6 +116,7 @@ class Env:
             "PGOPTIONS": "",
         })
         self.env.pop("PGDATABASE", None)
+        self.owned = False  # set by check_server_ownership: only then is anything dropped
 
     def run(self, cmd, what, capture=True, stdin=None, check=True):
         """Runs cmd; on failure raises BenchError with its stderr."""
@@ -183,6 +193,42 @@ def timed_process(env, cmd, what, stdout_path=None, stderr_path=None):
 # Setup: dependencies, build, services, workload
 # ----------------------------------------------------------------------------
 
+def port_open(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def preflight(env, args):
+    """Before anything is built, started or dropped: one run per state dir at a time, and
+    every port either free or served by this state dir's own service. A second run whose
+    ports are taken stops here with a message, touching nothing."""
+    os.makedirs(env.state_dir, exist_ok=True)
+    env.lock = open(os.path.join(env.state_dir, "bench.lock"), "w")
+    try:
+        fcntl.flock(env.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        raise BenchError(f"another bench/run.py is running with state dir {env.state_dir}; wait "
+                         "for it or pass another --state-dir (and other ports)")
+    busy = []
+    services = [("postgres", [args.pg_port], "--pg-port")]
+    if not args.skip_kafka:
+        services.append(("kafka", [args.kafka_port, args.kafka_port + 1], "--kafka-port"))
+    for name, ports, flag in services:
+        script = os.path.join(REPO, "scripts", f"{name}.sh")
+        if env.run([script, "status"], f"{name}.sh status", check=False).returncode == 0:
+            continue  # this state dir's own server, left running by an earlier run: reused
+        busy += [f"{p} ({name}, {flag})" for p in ports if port_open(p)]
+    if not args.skip_kafka and port_open(args.metrics_port):
+        busy.append(f"{args.metrics_port} (denormd run's metrics, --metrics-port)")
+    if busy:
+        raise BenchError("port(s) " + ", ".join(busy) + " already in use by another process "
+                         "(another checkout's benchmark?). Nothing was started or dropped; pass "
+                         "free ports (and a separate --state-dir) to run beside it.")
+
+
 def setup(env, args, started):
     if not args.no_build:
         log("installing dependencies (scripts/install-deps.sh; nothing to do if present)")
@@ -214,6 +260,7 @@ def setup(env, args, started):
 
     log(f"starting PostgreSQL on port {args.pg_port} (state in {env.state_dir})")
     start_service(env, "postgres", started)
+    check_server_ownership(env)
     if not args.skip_kafka:
         log(f"starting Kafka on port {args.kafka_port}")
         start_service(env, "kafka", started)
@@ -287,7 +334,43 @@ def slice_lines(src, dst, start, end):
 # Shared measurements
 # ----------------------------------------------------------------------------
 
+SCHEMA_MARK_PREFIX = "created by denormd bench/run.py, state dir "
+
+
+def schema_mark(env):
+    return SCHEMA_MARK_PREFIX + env.state_dir
+
+
+def mark_schema(env, schema):
+    """Marks a schema the run created, so that only such schemas are ever dropped."""
+    env.psql(f"comment on schema \"{schema}\" is '{schema_mark(env)}'")
+
+
+def check_server_ownership(env):
+    """The PostgreSQL on --pg-port must be the benchmark's own cluster, in --state-dir: the
+    harness drops schemas only there (another checkout's server on a shared port is never
+    touched). Sets env.owned."""
+    want = os.path.realpath(os.path.join(env.state_dir, "postgres"))
+    got = env.scalar("show data_directory")
+    if not got or os.path.realpath(got) != want:
+        raise BenchError(f"the PostgreSQL on port {env.args.pg_port} serves {got}, not this run's "
+                         f"cluster ({want}); it belongs to someone else: not touching it. "
+                         "Pass another --pg-port (and --state-dir).")
+    env.owned = True
+
+
 def drop_schema(env, schema):
+    """Drops a schema this harness created (marked) in its own server; refuses anything else."""
+    if not env.owned:
+        raise BenchError(f"refusing to drop schema {schema}: the server was not verified as this "
+                         "run's own")
+    comment = env.scalar("select coalesce(obj_description(oid, 'pg_namespace'), '') from pg_namespace "
+                         f"where nspname = '{schema}'")
+    if comment is None:
+        return  # no such schema
+    if comment != schema_mark(env):
+        raise BenchError(f"schema {schema} exists but was not created by this benchmark's state dir "
+                         f"({comment!r}); drop it yourself if it is to go")
     env.psql(f'drop schema if exists "{schema}" cascade')
 
 
@@ -321,10 +404,34 @@ def row_writes(env, schema):
     return last
 
 
+# Bucket collections (bench/config.yaml's `buckets`): collection -> (group field, items field).
+# Which member sits in which bucket may depend on batching (DESIGN.md, "Buckets (revised
+# contract)"), so they are compared by content: per group, the items of its documents
+# concatenated in ascending `seq` order (the id's numeric suffix, "p1:3", where a document has
+# no `seq`). The other collections are compared document by document.
+BUCKETS = {"post_comments": ("postId", "comments")}
+
+
+def bucket_groups_sql(schema, collection):
+    by, field = BUCKETS[collection]
+    return (f"select g, jsonb_agg(item order by seq, ord) as items from ("
+            f"select d.doc->>'{by}' as g, coalesce((d.doc->>'seq')::numeric, "
+            f"substring(d.id from ':([0-9]+)$')::numeric) as seq, e.item, e.ord "
+            f"from \"{schema}\".\"{collection}\" d, "
+            f"jsonb_array_elements(d.doc->'{field}') with ordinality e(item, ord)) m group by g")
+
+
 def compare_documents(env, schema, reference):
-    """Documents that differ between schema and reference (full outer join on id)."""
+    """Documents that differ between schema and reference (full outer join on id); for a
+    bucket collection, the groups whose content differs."""
     parts = []
     for c in COLLECTIONS:
+        if c in BUCKETS:
+            parts.append(
+                f"select count(*) from ({bucket_groups_sql(schema, c)}) x full outer join "
+                f"({bucket_groups_sql(reference, c)}) y on x.g = y.g "
+                f"where x.g is null or y.g is null or x.items is distinct from y.items")
+            continue
         parts.append(
             f"select count(*) from (select id, doc from \"{schema}\".\"{c}\") x "
             f"full outer join (select id, doc from \"{reference}\".\"{c}\") y on x.id = y.id "
@@ -342,7 +449,8 @@ def check(env, result_key, results, schema, reference, label):
     if total == 0:
         log(f"check {label}: identical to denormd's {fmt_count(docs)} documents")
     else:
-        detail = ", ".join(f"{c} {n}" for c, n in diffs.items() if n)
+        detail = ", ".join(f"{c} {n}" + (" groups (by content)" if c in BUCKETS else "")
+                           for c, n in diffs.items() if n)
         log(f"check {label}: WRONG: {total} documents differ ({detail})")
     results.setdefault("checks", []).append(
         {"contender": result_key, "label": label, "differ": total, "documents": docs,
@@ -399,6 +507,7 @@ def create_denormd_schema(env, schema):
     drop_schema(env, schema)
     config = write_config(env, schema)
     env.run([env.denormd, "verify", "-q", "-c", config], f"create schema {schema}")
+    mark_schema(env, schema)
     return config
 
 
@@ -447,6 +556,7 @@ def ceiling(env, results, load, changes, n_load, n_changes):
     env.psql(f'create schema "{schema}"; create table "{schema}".entities (type text collate "C", '
              f'id text collate "C", version numeric, deleted boolean not null default false, '
              f'data jsonb, primary key (type, id))')
+    mark_schema(env, schema)
     r = results["contenders"].setdefault("ceiling", {})
     for phase, path, n in (("load", load, n_load), ("changes", changes, n_changes)):
         sql = os.path.join(env.work, f"ceiling-{phase}.sql")
@@ -776,6 +886,7 @@ def trigger_contenders(env, results, load, changes, n_load, n_changes, ref):
         return
     drop_schema(env, schema)
     env.psql(file=triggers_sql, variables={"schema": schema}, what="bench/triggers.sql")
+    mark_schema(env, schema)
     ev = results["contenders"].setdefault("triggers_event", {})
     ba = results["contenders"].setdefault("triggers_batched", {})
 
@@ -1183,17 +1294,27 @@ def main():
                    help="skip install-deps.sh and the build; use build/denormd as it is")
     g.add_argument("--keep-services", action="store_true",
                    help="leave PostgreSQL and Kafka running and the bench schemas in place")
-    g.add_argument("--results", default=os.path.join(BENCH, "results", "latest.md"),
-                   help="where the table, command, date and machine go (default bench/results/latest.md)")
+    g.add_argument("--record", action="store_true",
+                   help="write the results to the committed bench/results/latest.{md,json} "
+                        "(default: an untracked file per run, see --results)")
+    g.add_argument("--results", default=None,
+                   help="where the table, command, date and machine go (default "
+                        "STATE_DIR/results/run-<date>.md, the raw figures beside it as .json; "
+                        "with --record bench/results/latest.md)")
     args = p.parse_args()
+    run_stamp = datetime.now().strftime("%Y%m%d%H%M%S")
+    if args.results is None:
+        args.results = (os.path.join(BENCH, "results", "latest.md") if args.record else
+                        os.path.join(os.path.abspath(args.state_dir), "results", f"run-{run_stamp}.md"))
 
     env = Env(args)
     started = []
     results = {"contenders": {}, "notes": []}
     sizes = {k: getattr(args, k) for k in GEN_DEFAULTS}
-    run_id = datetime.now().strftime("%Y%m%d%H%M%S")
+    run_id = run_stamp
     code = 0
     try:
+        preflight(env, args)
         setup(env, args, started)
         results["pg_version"] = pg_version(env)
         wdir = workload(env, sizes, args.changes, args.seed, "main")
@@ -1228,11 +1349,12 @@ def main():
         code = 130
     finally:
         if not args.keep_services:
-            try:
-                for s in SCHEMAS.values():
-                    drop_schema(env, s)
-            except BenchError:
-                pass
+            if env.owned:  # only in the server this run verified as its own
+                try:
+                    for s in SCHEMAS.values():
+                        drop_schema(env, s)
+                except BenchError as e:
+                    log(f"cleanup: {e}")
             stop_services(env, started)
     if code == 0 or results["contenders"]:
         elapsed = time.time() - T0
