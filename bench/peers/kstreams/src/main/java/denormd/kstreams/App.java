@@ -127,16 +127,50 @@ public final class App {
             exit[0] = 1;
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            streams.close(Duration.ofSeconds(60));  // a clean close: commit, checkpoint the stores
-            done.countDown();
-        }));
+        // SIGTERM (bench/run.py's stop) runs the hook: a clean close commits and checkpoints the
+        // stores, so the next start restores nothing. The line printed last says it completed.
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> stop(streams, exit[0])));
         streams.start();
-        done.await();
+        control(streams);
+        done.await();  // ERROR, or NOT_RUNNING after a close
+        stop(streams, exit[0]);
+        System.exit(exit[0]);
+    }
+
+    /**
+     * "pause" and "resume" lines on standard input pause and resume processing (KIP-834):
+     * bench/run.py fills the input topic of the next phase while the application is paused,
+     * so that the phase is timed from "kstreams_resumed" on a warm JVM.
+     */
+    private static void control(KafkaStreams streams) {
+        Thread t = new Thread(() -> {
+            try (var in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in))) {
+                String line;
+                while ((line = in.readLine()) != null) {
+                    switch (line.trim()) {
+                        case "pause" -> streams.pause();
+                        case "resume" -> streams.resume();
+                        default -> { continue; }
+                    }
+                    System.out.println("kstreams_" + line.trim() + "d at_ms=" + System.currentTimeMillis());
+                    System.out.flush();
+                }
+            } catch (java.io.IOException ignored) {
+                // no control input
+            }
+        }, "control");
+        t.setDaemon(true);
+        t.start();
+    }
+
+    private static boolean stopped;
+
+    private static synchronized void stop(KafkaStreams streams, int exit) {
+        if (stopped) return;
         streams.close(Duration.ofSeconds(60));
-        System.out.println("kstreams_stopped exit=" + exit[0]);
+        System.out.println("kstreams_stopped exit=" + exit);
         System.out.flush();
-        Runtime.getRuntime().halt(exit[0]);
+        stopped = true;
     }
 
     static Topology topology(String input, String outputPrefix, long punctuateMs, Properties props) {
