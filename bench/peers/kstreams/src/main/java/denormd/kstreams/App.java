@@ -8,7 +8,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
-import java.util.TreeSet;
 import java.util.concurrent.CountDownLatch;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.common.serialization.Serde;
@@ -238,7 +237,7 @@ public final class App {
         b.addStateStore(Stores.keyValueStoreBuilder(
                 Stores.persistentKeyValueStore("comment-index-seen"), STR, JSON));
         b.addStateStore(Stores.keyValueStoreBuilder(
-                Stores.persistentKeyValueStore("comment-index"), STR, JSON).withCachingEnabled());
+                Stores.persistentKeyValueStore("comment-index"), STR, Serdes.ByteArray()));
         b.addStateStore(Stores.keyValueStoreBuilder(
                 Stores.persistentKeyValueStore("post-comment-counts"), STR, Serdes.Long()).withCachingEnabled());
         b.addStateStore(Stores.keyValueStoreBuilder(
@@ -262,7 +261,7 @@ public final class App {
         indexChanges
                 .process(() -> new PostBuckets(punctuateMs), Named.as("post-buckets"),
                         "comment-index", "post-buckets-dirty", "post-bucket-counts")
-                .to(outputPrefix + ".post_comments", Produced.with(STR, JSON).withName("out-post_comments"));
+                .to(outputPrefix + ".post_comments", Produced.with(STR, STR).withName("out-post_comments"));
 
         output(authorDocs, outputPrefix + ".authors", "authors");
         output(bookDocs, outputPrefix + ".books", "books");
@@ -337,14 +336,21 @@ public final class App {
         return doc;
     }
 
-    /** Adds or removes id in a sorted array of ids (byte order), returning a new array. */
+    /** Adds or removes id in a sorted array of ids (byte order): a binary search, in place. */
     static JsonNode sortedIds(JsonNode ids, String id, boolean add) {
-        TreeSet<String> set = new TreeSet<>(Json::compareBytes);
-        for (JsonNode e : ids) set.add(e.asText());
-        if (add) set.add(id); else set.remove(id);
-        ArrayNode out = Json.arr();
-        for (String s : set) out.add(s);
-        return out;
+        ArrayNode a = (ArrayNode) ids;
+        int lo = 0, hi = a.size() - 1;
+        while (lo <= hi) {
+            int mid = (lo + hi) >>> 1;
+            int c = Json.compareBytes(a.get(mid).asText(), id);
+            if (c == 0) {
+                if (!add) a.remove(mid);
+                return a;
+            }
+            if (c < 0) lo = mid + 1; else hi = mid - 1;
+        }
+        if (add) a.insert(lo, id);
+        return a;
     }
 
     // ------------------------------------------------------------------
@@ -456,7 +462,7 @@ public final class App {
      */
     static final class PostIndex implements FixedKeyProcessor<String, JsonNode, JsonNode> {
         private FixedKeyProcessorContext<String, JsonNode> ctx;
-        private KeyValueStore<String, JsonNode> index;
+        private KeyValueStore<String, byte[]> index;  // items as JSON bytes, parsed when read
         private KeyValueStore<String, Long> counts;
 
         @Override
@@ -473,7 +479,7 @@ public final class App {
             long n = count == null ? 0 : count;
             boolean existed = index.get(key) != null;
             if (r.value().get("op").asText().equals("put")) {
-                index.put(key, r.value().get("item"));
+                index.put(key, Json.bytes(r.value().get("item")));
                 if (!existed) n++;
             } else if (existed) {
                 index.delete(key);
@@ -489,14 +495,15 @@ public final class App {
         /** The `limit` newest: createdAt descending, absent last, ties by id ascending. */
         private ArrayNode recent(String postKey, int limit) {
             String prefix = indexPrefix(postKey);
-            List<List<JsonNode>> runs = new ArrayList<>();  // runs of equal createdAt, newest first
+            List<List<byte[]>> runs = new ArrayList<>();  // runs of equal createdAt, newest first
             int taken = 0;
             String runKey = null;
-            try (KeyValueIterator<String, JsonNode> it = index.reverseRange(prefix, prefix + "5")) {
+            try (KeyValueIterator<String, byte[]> it = index.reverseRange(prefix, prefix + "5")) {
                 while (it.hasNext()) {
-                    KeyValue<String, JsonNode> kv = it.next();
-                    String id = kv.value.get("id").asText();
-                    String sk = kv.key.substring(prefix.length(), kv.key.length() - id.length());
+                    KeyValue<String, byte[]> kv = it.next();
+                    if (kv.value == null) continue;
+                    int start = prefix.length();
+                    String sk = kv.key.substring(start, start + Json.sortKeyLength(kv.key, start));
                     if (!sk.equals(runKey)) {
                         if (taken >= limit) break;
                         runs.add(new ArrayList<>());
@@ -507,12 +514,15 @@ public final class App {
                 }
             }
             ArrayNode out = Json.arr();
-            for (List<JsonNode> run : runs) {
-                for (int i = run.size() - 1; i >= 0 && out.size() < limit; i--) out.add(run.get(i));
+            for (List<byte[]> run : runs) {
+                for (int i = run.size() - 1; i >= 0 && out.size() < limit; i--) out.add(Json.parse(run.get(i)));
             }
             if (out.size() < limit) {
-                try (KeyValueIterator<String, JsonNode> it = index.range(prefix + "5", prefix + "6")) {
-                    while (it.hasNext() && out.size() < limit) out.add(it.next().value);
+                try (KeyValueIterator<String, byte[]> it = index.range(prefix + "5", prefix + "6")) {
+                    while (it.hasNext() && out.size() < limit) {
+                        byte[] v = it.next().value;
+                        if (v != null) out.add(Json.parse(v));
+                    }
                 }
             }
             return out;
@@ -526,10 +536,10 @@ public final class App {
      * those past the new end deleted. The dirty marks are a (changelogged) store, so a crash
      * between a change and its rewrite loses nothing.
      */
-    static final class PostBuckets implements Processor<String, JsonNode, String, JsonNode> {
+    static final class PostBuckets implements Processor<String, JsonNode, String, String> {
         private final long intervalMs;
-        private ProcessorContext<String, JsonNode> ctx;
-        private KeyValueStore<String, JsonNode> index;
+        private ProcessorContext<String, String> ctx;
+        private KeyValueStore<String, byte[]> index;
         private KeyValueStore<String, JsonNode> dirty;
         private KeyValueStore<String, Long> bucketCounts;
 
@@ -538,7 +548,7 @@ public final class App {
         }
 
         @Override
-        public void init(ProcessorContext<String, JsonNode> context) {
+        public void init(ProcessorContext<String, String> context) {
             ctx = context;
             index = context.getStateStore("comment-index");
             dirty = context.getStateStore("post-buckets-dirty");
@@ -575,11 +585,12 @@ public final class App {
             String post = Json.idOf(postKey);
             long rank = 0;
             boolean changed = false;
-            List<JsonNode> bucket = new ArrayList<>(BUCKET_SIZE);
-            try (KeyValueIterator<String, JsonNode> it =
+            List<byte[]> bucket = new ArrayList<>(BUCKET_SIZE);
+            try (KeyValueIterator<String, byte[]> it =
                          index.prefixScan(indexPrefix(postKey), new StringSerializer())) {
                 while (it.hasNext()) {
-                    KeyValue<String, JsonNode> kv = it.next();
+                    KeyValue<String, byte[]> kv = it.next();
+                    if (kv.value == null) continue;
                     if (rank % BUCKET_SIZE == 0) bucket.clear();
                     if (!changed && kv.key.compareTo(fromKey) >= 0) changed = true;
                     bucket.add(kv.value);
@@ -597,14 +608,18 @@ public final class App {
             if (n == 0) bucketCounts.delete(postKey); else bucketCounts.put(postKey, n);
         }
 
-        private void emit(String post, long n, List<JsonNode> items, long ts) {
-            ObjectNode doc = Json.obj();
-            doc.put("id", post + ":" + n);
-            doc.put("postId", post);
-            doc.put("seq", n);
-            ArrayNode a = doc.putArray("comments");
-            items.forEach(a::add);
-            ctx.forward(new Record<>(post + ":" + n, doc, ts));
+        /** The document as JSON text, the stored items spliced in as they are (not re-parsed). */
+        private void emit(String post, long n, List<byte[]> items, long ts) {
+            StringBuilder doc = new StringBuilder(64 + items.size() * 96);
+            doc.append("{\"id\":").append(Json.quote(post + ":" + n))
+                    .append(",\"postId\":").append(Json.quote(post))
+                    .append(",\"seq\":").append(n).append(",\"comments\":[");
+            for (int i = 0; i < items.size(); i++) {
+                if (i > 0) doc.append(',');
+                doc.append(new String(items.get(i), java.nio.charset.StandardCharsets.UTF_8));
+            }
+            doc.append("]}");
+            ctx.forward(new Record<>(post + ":" + n, doc.toString(), ts));
         }
     }
 }

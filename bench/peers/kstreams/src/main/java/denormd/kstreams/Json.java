@@ -58,6 +58,27 @@ final class Json {
         }
     }
 
+    static byte[] bytes(JsonNode node) {
+        try {
+            return MAPPER.writeValueAsBytes(node);
+        } catch (JsonProcessingException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    static JsonNode parse(byte[] bytes) {
+        try {
+            return MAPPER.readTree(bytes);
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** A JSON string literal. */
+    static String quote(String s) {
+        return F.textNode(s).toString();
+    }
+
     static ObjectNode obj() {
         return F.objectNode();
     }
@@ -226,14 +247,26 @@ final class Json {
         return (v.isArray() ? "3" : "4") + v.toString() + "\0";
     }
 
-    /** True when sort key s belongs to an absent/null value (ordered last in both directions). */
-    static boolean sortKeyAbsent(String s) {
-        return s.startsWith("5");
+    /** The length of the sort key (see sortKey) that starts at s[from]. */
+    static int sortKeyLength(String s, int from) {
+        return switch (s.charAt(from)) {
+            case '0' -> 17;
+            case '2' -> 2;
+            case '5' -> 1;
+            default -> s.indexOf('\0', from) - from + 1;  // strings, arrays, objects: NUL-terminated
+        };
     }
 
-    /** Byte-wise (UTF-8) string order, as denormd orders ids ("C" collation). */
+    /** Byte-wise (UTF-8) string order, as denormd orders ids ("C" collation): UTF-8 orders
+     * like code points, so compare those (no encoding, no allocation). */
     static int compareBytes(String a, String b) {
-        byte[] x = a.getBytes(StandardCharsets.UTF_8), y = b.getBytes(StandardCharsets.UTF_8);
-        return java.util.Arrays.compareUnsigned(x, y);
+        int i = 0, j = 0;
+        while (i < a.length() && j < b.length()) {
+            int x = a.codePointAt(i), y = b.codePointAt(j);
+            if (x != y) return Integer.compare(x, y);
+            i += Character.charCount(x);
+            j += Character.charCount(y);
+        }
+        return Integer.compare(a.length() - i, b.length() - j);
     }
 }
