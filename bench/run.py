@@ -1651,8 +1651,8 @@ def main():
     g.add_argument("--kstreams-rocksdb-mib", type=int, default=64, metavar="MIB",
                    help="the peer's RocksDB memory, all stores together (block cache with "
                         "the memtables charged to it; default 64)")
-    g.add_argument("--kstreams-heap", default="-Xms128m -Xmx512m", metavar="JVM_OPTIONS",
-                   help="the peer's JVM heap options (default '-Xms128m -Xmx512m')")
+    g.add_argument("--kstreams-heap", default="-Xms64m -Xmx256m", metavar="JVM_OPTIONS",
+                   help="the peer's JVM heap options (default '-Xms64m -Xmx256m')")
     g = p.add_argument_group("freshness and scaling")
     g.add_argument("--freshness-rate", type=float, default=0, metavar="EVENTS_PER_S",
                    help="fixed input rate into Kafka (default: 20%% of denormd run's measured "
