@@ -59,7 +59,7 @@ import org.apache.kafka.streams.state.Stores;
  *   <li>books: the links KTable foreign-key-joined with the authors' views (name, thumbnail),
  *       re-grouped by book, joined with the live books, the views put in authorIds order;
  *   <li>posts and post_comments: comment changes turned into index changes keyed by post
- *       (comment-diffs), repartitioned by post into an ordered store (post, createdAt, id): a
+ *       (comment-index-changes), repartitioned by post into an ordered store (post, createdAt, id): a
  *       processor keeps the count and the three newest (joined with the live posts), another
  *       writes the comments of a post in documents of 100 (packed, rewritten from the first
  *       changed bucket, once per commit interval).
@@ -99,6 +99,10 @@ public final class App {
         // waiting for the old member's session to time out (Streams does not leave the group on
         // close) and rebalancing.
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), appId + "-instance-1");
+        // Every hop through an internal topic is a read_committed fetch that, by default, may
+        // wait up to 500 ms for data: 20 ms halved the peer's freshness (docs/benchmarks.md), at
+        // the same throughput.
+        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG), 20);
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Json.JsonSerde.class);
         for (String kv : a.getOrDefault("config", "").split(",")) {  // extra StreamsConfig, k=v,k=v
