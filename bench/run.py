@@ -1266,6 +1266,11 @@ def kstreams_contender(env, results, load, changes, n_load, n_changes, sizes, ru
         f"{r['state_disk_bytes'] / 2**20:,.0f} MiB on disk")
     if not args.keep_services:
         shutil.rmtree(ks["state_dir"], ignore_errors=True)
+        # Its ~30 topics (input, outputs, repartition, subscription, changelogs: 4 partitions
+        # each) would otherwise pile up run after run and slow the broker's start-up.
+        out = kstreams_tool(env, "cleanup", "--bootstrap", env.brokers, "--group", ks["app_id"],
+                            "--prefix", ks["topic"])
+        log(f"Kafka Streams: {out.strip()} of this run")
 
 
 def kstreams_freshness_rate(env, results):

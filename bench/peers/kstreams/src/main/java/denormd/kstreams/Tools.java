@@ -62,6 +62,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   dump --bootstrap B --output-prefix P --dir D
  *       reads the output topics from the start (read_committed) to their ends; writes the last
  *       value of every live key to D/COLLECTION.tsv ("id \x02 json" lines, for psql \copy)
+ *   cleanup --bootstrap B --group APP_ID --prefix P
+ *       deletes the topics whose names start with P or with "APP_ID-" (the run's input, output
+ *       and internal topics) and the consumer group APP_ID
  * </pre>
  */
 public final class Tools {
@@ -79,6 +82,7 @@ public final class Tools {
             case "lag" -> lag(o);
             case "fresh" -> fresh(o);
             case "dump" -> dump(o);
+            case "cleanup" -> cleanup(o);
             default -> {
                 System.err.println("unknown command " + args[0]);
                 System.exit(2);
@@ -227,6 +231,21 @@ public final class Tools {
                 }
                 Thread.sleep(pollMs);
             }
+        }
+    }
+
+    static void cleanup(Map<String, String> o) throws Exception {
+        String group = o.get("group"), prefix = o.get("prefix");
+        try (Admin admin = Admin.create(client(o))) {
+            List<String> topics = admin.listTopics().names().get().stream()
+                    .filter(t -> t.startsWith(prefix) || t.startsWith(group + "-")).sorted().toList();
+            if (!topics.isEmpty()) admin.deleteTopics(topics).all().get();
+            try {
+                admin.deleteConsumerGroups(List.of(group)).all().get();
+            } catch (ExecutionException e) {
+                // no such group (or not empty yet): the topics are what takes the broker's time
+            }
+            System.out.println("deleted " + topics.size() + " topics");
         }
     }
 
