@@ -1500,7 +1500,9 @@ def report(env, results, args, sizes, n_load, n_changes):
             f"{ks['state_disk_bytes'] / 2**20:,.0f} MiB on disk at the end "
             f"({ks['state_apparent_bytes'] / 2**20:,.0f} MiB apparent){cpu}. Its documents (four "
             "compacted topics, read back) are checked like every contender's; post_comments is "
-            "packed (content compared). Documents written: not comparable (Kafka records, not rows).")
+            "packed (content compared). Documents written: not comparable (Kafka records, not rows). "
+            "What it does not do (stable buckets, one transaction per batch, dead letters, `via` "
+            "through arrays): docs/benchmarks.md, \"The Kafka Streams peer\".")
     notes.append("documents written: n_tup_ins + n_tup_upd + n_tup_del of the four collection tables "
                  "(pg_stat_user_tables), the same count for every contender.")
     notes.append("ceiling: patches stored as upserts of the patch (storage cost only).")
