@@ -23,7 +23,7 @@
 
 namespace denormd {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code { kOk, kInvalidInput, kTransient, kBusy, kConflict, kFatal };
 
@@ -54,6 +54,10 @@ class Status {
 
   // "ok", or "<kind>: <message>".
   std::string ToString() const;
+
+  // Drops a Status on purpose; where a failure cannot change what happens
+  // next (a best-effort flush at shutdown), say so with this.
+  void IgnoreError() const {}
 
  private:
   Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}

@@ -32,13 +32,9 @@ const KeyList kStoreKeys = {"postgres", "schema"};
 const KeyList kBatchKeys = {"max_events", "max_delay_ms"};
 const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
                                  "exclude", "fields", "partition_key", "by",
-                                 "size", "order_by", "field", "select"};
+                                 "size", "order_by", "field", "select", "layout"};
 const KeyList kEntityOnlyKeys = {"include", "exclude", "fields", "partition_key"};
-const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select"};
-// The key naming an expression's kind, and every key an expression may have.
-const KeyList kKindKeys = {"value", "count", "ids", "embed", "lookup"};
-const KeyList kExpressionKeys = {"value", "count", "ids", "embed", "lookup", "via",
-                                 "by", "select", "order_by", "limit", "missing"};
+const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select", "layout"};
 // Tables denormd keeps next to the collections, in the same schema.
 const KeyList kReservedTables = {"entities", "refs", "positions", "dead_letters", "counters"};
 
@@ -198,8 +194,8 @@ std::string PlainScalarToJson(const std::string& s) {
   return json;
 }
 
-// Appends `node` as compact JSON; false with *error if it has no JSON form.
-bool AppendJson(const YAML::Node& node, std::string* out, std::string* error) {
+// Appends `node` as compact JSON; InvalidInput when it has no JSON form.
+Status AppendJson(const YAML::Node& node, std::string* out) {
   switch (node.Type()) {
     case YAML::NodeType::Scalar: {
       const std::string& tag = node.Tag();
@@ -210,7 +206,7 @@ bool AppendJson(const YAML::Node& node, std::string* out, std::string* error) {
       } else {
         AppendJsonString(node.Scalar(), out);
       }
-      return true;
+      return Status::Ok();
     }
     case YAML::NodeType::Sequence: {
       out->push_back('[');
@@ -218,34 +214,30 @@ bool AppendJson(const YAML::Node& node, std::string* out, std::string* error) {
       for (const YAML::Node& element : node) {
         if (!first) out->push_back(',');
         first = false;
-        if (!AppendJson(element, out, error)) return false;
+        DENORMD_RETURN_IF_ERROR(AppendJson(element, out));
       }
       out->push_back(']');
-      return true;
+      return Status::Ok();
     }
     case YAML::NodeType::Map: {
       out->push_back('{');
       std::set<std::string> seen;
       for (const auto& entry : node) {
-        if (!entry.first.IsScalar()) {
-          *error = "keys in a value must be strings";
-          return false;
-        }
+        if (!entry.first.IsScalar()) return Status::InvalidInput("keys in a value must be strings");
         if (!seen.insert(entry.first.Scalar()).second) {
-          *error = "duplicate key " + Quote(entry.first.Scalar()) + " in a value";
-          return false;
+          return Status::InvalidInput("duplicate key " + Quote(entry.first.Scalar()) + " in a value");
         }
         if (seen.size() > 1) out->push_back(',');
         AppendJsonString(entry.first.Scalar(), out);
         out->push_back(':');
-        if (!AppendJson(entry.second, out, error)) return false;
+        DENORMD_RETURN_IF_ERROR(AppendJson(entry.second, out));
       }
       out->push_back('}');
-      return true;
+      return Status::Ok();
     }
     default:
       *out += "null";
-      return true;
+      return Status::Ok();
   }
 }
 
@@ -281,7 +273,8 @@ std::string Child(const std::string& where, const std::string& key) {
 
 class ConfigParser {
  public:
-  explicit ConfigParser(std::vector<ConfigError>* errors) : errors_(errors) {}
+  ConfigParser(const DerivationSyntaxes& kinds, std::vector<ConfigError>* errors)
+      : kinds_(kinds), errors_(errors) {}
 
   // Fills *config from the document `root`; problems go to the error list.
   void Parse(const YAML::Node& root, Config* config);
@@ -322,11 +315,20 @@ class ConfigParser {
   void ReadEntityProjection(const std::map<std::string, Item>& keys, ProjectionConfig* out);
   void ReadBucketsProjection(const Item& item, const std::map<std::string, Item>& keys,
                              ProjectionConfig* out);
-  bool ReadExpression(const Item& item, bool in_select, Expression* out);
-  bool ReadRelation(const Item& item, const std::string& kind, Expression* out);
+  bool ReadExpression(const Item& item, bool in_select, const std::string& root_type,
+                      Expression* out);
+  bool ReadDerivation(const Item& item, const DerivationSyntax& kind,
+                      const std::string& root_type, Expression* out);
+  // The names of the expression kinds ("value" and every derivation kind), and
+  // every key any of them allows.
+  KeyList KindNames() const;
+  KeyList ExpressionKeys() const;
   bool ReadSelection(const Item& item, Selection* out);
   void CheckCollections(const Config& config, const std::vector<CollectionUse>& uses);
 
+  friend class YamlExpressionReader;
+
+  const DerivationSyntaxes& kinds_;
   std::vector<ConfigError>* errors_;
   std::set<std::string> entities_;
   bool entities_known_ = false;  // false: skip entity checks (entities is broken)
@@ -450,20 +452,23 @@ bool ConfigParser::ReadStringList(const Item& item, bool non_empty,
 }
 
 bool ConfigParser::ReadPath(const Item& item, Path* out) {
-  std::string text, error;
+  std::string text;
   if (!ReadString(item, &text)) return false;
-  if (ParsePath(text, out, &error)) return true;
-  Error(item, error);
+  const Status status = ParsePath(text, out);
+  if (status.ok()) return true;
+  Error(item, status.message());
   return false;
 }
 
 bool ConfigParser::ReadOrderBy(const Item& item, OrderBy* out) {
-  std::string text, error;
+  std::string text;
   if (!ReadString(item, &text)) return false;
   const bool descending = !text.empty() && text[0] == '-';
   Path path;
-  if (!ParsePath(descending ? text.substr(1) : text, &path, &error)) {
-    Error(item, "bad order_by " + Quote(text) + " (a path, optionally after '-'): " + error);
+  const Status status = ParsePath(descending ? text.substr(1) : text, &path);
+  if (!status.ok()) {
+    Error(item, "bad order_by " + Quote(text) + " (a path, optionally after '-'): " +
+                    status.message());
     return false;
   }
   out->present = true;
@@ -678,7 +683,7 @@ void ConfigParser::ReadEntityProjection(const std::map<std::string, Item>& keys,
       continue;
     }
     Expression expression;
-    if (ReadExpression(entry.value, false, &expression)) {
+    if (ReadExpression(entry.value, false, out->from, &expression)) {
       out->fields.emplace_back(entry.key, std::move(expression));
     }
   }
@@ -701,33 +706,50 @@ void ConfigParser::ReadBucketsProjection(const Item& item, const std::map<std::s
   if (keys.count("field")) {
     const Item& field = keys.at("field");
     if (ReadNonEmptyString(field, &out->field) &&
-        (out->field == "id" || out->field == out->by.text)) {
+        (out->field == "id" || out->field == "seq" || out->field == out->by.text)) {
       Error(field, "field " + Quote(out->field) + " would overwrite the document's " +
                        Quote(out->field) + "; choose another name");
     }
   }
+  if (out->by.text == "seq") {
+    Error(keys.at("by"), "by \"seq\" would be overwritten by the bucket's seq; group by another field");
+  }
+  if (keys.count("layout")) {
+    const Item& layout = keys.at("layout");
+    std::string text;
+    if (ReadString(layout, &text)) {
+      if (text == "stable") {
+        out->layout = ProjectionConfig::BucketLayout::kStable;
+      } else if (text == "packed") {
+        out->layout = ProjectionConfig::BucketLayout::kPacked;
+      } else {
+        Error(layout, "layout must be stable or packed, found " + Describe(layout.node));
+      }
+    }
+  }
 }
 
-bool ConfigParser::ReadExpression(const Item& item, bool in_select, Expression* out) {
+bool ConfigParser::ReadExpression(const Item& item, bool in_select, const std::string& root_type,
+                                  Expression* out) {
   out->place = item.place;
   if (item.node.IsScalar()) {
     const std::string& text = item.node.Scalar();
-    std::string error;
     const bool is_template = text.find('{') != std::string::npos;
     out->kind = is_template ? Expression::Kind::kTemplate : Expression::Kind::kPath;
-    const bool ok = is_template ? ParseTemplate(text, &out->template_, &error)
-                                : ParsePath(text, &out->path, &error);
-    if (!ok) Error(item, error);
-    return ok;
+    const Status status = is_template ? ParseTemplate(text, &out->template_)
+                                      : ParsePath(text, &out->path);
+    if (!status.ok()) Error(item, status.message());
+    return status.ok();
   }
   if (!item.node.IsMap()) {
     Error(item, "expected a path, a \"{template}\" string or a map such as {value: ...}, found " +
                     Describe(item.node));
     return false;
   }
+  const KeyList kind_names = KindNames();
   KeyList kinds;
   for (const auto& pair : item.node) {
-    if (pair.first.IsScalar() && Contains(kKindKeys, pair.first.Scalar())) {
+    if (pair.first.IsScalar() && Contains(kind_names, pair.first.Scalar())) {
       kinds.push_back(pair.first.Scalar());
     }
   }
@@ -735,12 +757,12 @@ bool ConfigParser::ReadExpression(const Item& item, bool in_select, Expression* 
     // {firstName} unquoted is YAML for the map {firstName: null}.
     const bool looks_like_template =
         kinds.empty() && item.node.size() == 1 && item.node.begin()->second.IsNull();
-    if (!looks_like_template) ReadKeys(item, kExpressionKeys);
+    if (!looks_like_template) ReadKeys(item, ExpressionKeys());
     if (kinds.empty()) {
-      Error(item, "an expression map needs one of " + JoinKeys(kKindKeys) +
+      Error(item, "an expression map needs one of " + JoinKeys(kind_names) +
                       (looks_like_template ? " (a template must be quoted: \"{...}\")" : ""));
     } else {
-      Error(item, "give exactly one of " + JoinKeys(kKindKeys) + ", found " + JoinKeys(kinds));
+      Error(item, "give exactly one of " + JoinKeys(kind_names) + ", found " + JoinKeys(kinds));
     }
     return false;
   }
@@ -750,53 +772,103 @@ bool ConfigParser::ReadExpression(const Item& item, bool in_select, Expression* 
                     " is not allowed here");
     return false;
   }
-  if (kind != "value") return ReadRelation(item, kind, out);
-  const size_t errors_before = errors_->size();
-  const auto keys = ReadKeys(item, {"value"}, "a value", kExpressionKeys);
-  std::string error;
-  out->kind = Expression::Kind::kValue;
-  if (!AppendJson(keys.at("value").node, &out->value_json, &error)) {
-    Error(keys.at("value"), error);
+  for (const DerivationSyntax* syntax : kinds_) {
+    if (syntax->name() == kind) return ReadDerivation(item, *syntax, root_type, out);
   }
+  const size_t errors_before = errors_->size();
+  const auto keys = ReadKeys(item, {"value"}, "a value", ExpressionKeys());
+  out->kind = Expression::Kind::kValue;
+  const Status json = AppendJson(keys.at("value").node, &out->value_json);
+  if (!json.ok()) Error(keys.at("value"), json.message());
   return errors_->size() == errors_before;
 }
 
-// count, ids, embed and lookup: the expressions that read other entities.
-bool ConfigParser::ReadRelation(const Item& item, const std::string& kind, Expression* out) {
-  static const std::map<std::string, std::pair<Expression::Kind, KeyList>> kRelations = {
-      {"count", {Expression::Kind::kCount, {"count", "via"}}},
-      {"ids", {Expression::Kind::kIds, {"ids", "via", "limit"}}},
-      {"embed", {Expression::Kind::kEmbed, {"embed", "via", "select", "order_by", "limit"}}},
-      {"lookup", {Expression::Kind::kLookup, {"lookup", "by", "select", "missing"}}},
-  };
-  const auto& [expression_kind, allowed] = kRelations.at(kind);
-  const size_t errors_before = errors_->size();
-  const std::string article = kind == "ids" || kind == "embed" ? "an " : "a ";
-  const auto keys = ReadKeys(item, allowed, article + kind, kExpressionKeys);
-  out->kind = expression_kind;
-  ReadEntityType(keys.at(kind), &out->entity);
-  const std::string reference = kind == "lookup" ? "by" : "via";
-  if (Require(item, keys, reference)) {
-    ReadPath(keys.at(reference), kind == "lookup" ? &out->by : &out->via);
-  }
-  if (keys.count("limit")) {
-    uint64_t limit = 0;
-    if (ReadUint(keys.at("limit"), 1, &limit)) out->limit = limit;
-  }
-  if (keys.count("order_by")) ReadOrderBy(keys.at("order_by"), &out->order_by);
-  if (keys.count("select")) ReadSelection(keys.at("select"), &out->select);
-  if (keys.count("missing")) {
-    const Item& missing = keys.at("missing");
-    const std::string text = missing.node.IsScalar() ? missing.node.Scalar() : "";
-    if (missing.node.IsNull() || text == "null") {
-      out->missing = Expression::Missing::kNull;
-    } else if (text == "skip") {
-      out->missing = Expression::Missing::kSkip;
-    } else {
-      Error(missing, "missing must be skip or null, found " + Describe(missing.node));
+KeyList ConfigParser::KindNames() const {
+  KeyList names = {"value"};
+  for (const DerivationSyntax* syntax : kinds_) names.push_back(syntax->name());
+  return names;
+}
+
+KeyList ConfigParser::ExpressionKeys() const {
+  KeyList keys = {"value"};
+  for (const DerivationSyntax* syntax : kinds_) {
+    for (const std::string& key : syntax->keys()) {
+      if (!Contains(keys, key)) keys.push_back(key);
     }
   }
-  return errors_->size() == errors_before;
+  return keys;
+}
+
+// The ExpressionReader a derivation kind parses its map with: typed reads of
+// the keys, each problem reported with its place.
+class YamlExpressionReader : public ExpressionReader {
+ public:
+  YamlExpressionReader(ConfigParser* parser, const Item& item, std::map<std::string, Item> keys,
+                       const std::string& root_type)
+      : parser_(parser), item_(item), keys_(std::move(keys)), root_type_(root_type) {}
+
+  const std::string& root_type() const override { return root_type_; }
+  bool Has(const std::string& key) const override { return keys_.count(key) > 0; }
+  bool ReadEntityType(const std::string& key, std::string* out) override {
+    return Require(key) && parser_->ReadEntityType(keys_.at(key), out);
+  }
+  bool ReadPath(const std::string& key, Path* out) override {
+    return Require(key) && parser_->ReadPath(keys_.at(key), out);
+  }
+  bool ReadOrderBy(const std::string& key, OrderBy* out) override {
+    return Require(key) && parser_->ReadOrderBy(keys_.at(key), out);
+  }
+  bool ReadUint(const std::string& key, uint64_t min, uint64_t* out) override {
+    return Require(key) && parser_->ReadUint(keys_.at(key), min, out);
+  }
+  bool ReadSelection(const std::string& key, Selection* out) override {
+    return Require(key) && parser_->ReadSelection(keys_.at(key), out);
+  }
+  bool ReadChoice(const std::string& key, const std::vector<std::string>& choices,
+                  std::string* out) override {
+    if (!Require(key)) return false;
+    const Item& item = keys_.at(key);
+    const std::string text = item.node.IsNull() ? "null"
+                             : item.node.IsScalar() ? item.node.Scalar()
+                                                    : "";
+    if (Contains(choices, text)) {
+      *out = text;
+      return true;
+    }
+    std::string listed;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      listed += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+    }
+    parser_->Error(item, key + " must be " + listed + ", found " + Describe(item.node));
+    return false;
+  }
+  void Error(const std::string& key, const std::string& message) override {
+    auto it = keys_.find(key);
+    parser_->Error(it == keys_.end() ? item_ : it->second, message);
+  }
+
+ private:
+  bool Require(const std::string& key) { return parser_->Require(item_, keys_, key); }
+
+  ConfigParser* parser_;
+  const Item& item_;
+  std::map<std::string, Item> keys_;
+  const std::string& root_type_;
+};
+
+// A derivation map: its keys checked against the kind's, then parsed by the kind.
+bool ConfigParser::ReadDerivation(const Item& item, const DerivationSyntax& kind,
+                                  const std::string& root_type, Expression* out) {
+  const size_t errors_before = errors_->size();
+  const char first = kind.name().empty() ? 'x' : kind.name()[0];
+  const std::string article = std::strchr("aeiou", first) != nullptr ? "an " : "a ";
+  YamlExpressionReader reader(this, item,
+                              ReadKeys(item, kind.keys(), article + kind.name(), ExpressionKeys()),
+                              root_type);
+  out->kind = Expression::Kind::kDerived;
+  out->derivation = kind.name();
+  out->spec = kind.Parse(reader);
+  return out->spec != nullptr && errors_->size() == errors_before;
 }
 
 bool ConfigParser::ReadSelection(const Item& item, Selection* out) {
@@ -816,7 +888,7 @@ bool ConfigParser::ReadSelection(const Item& item, Selection* out) {
     if (entry.key.empty()) {
       Error(entry.key_place, entry.value.where, "a field name must not be empty");
       ok = false;
-    } else if (ReadExpression(entry.value, true, &expression)) {
+    } else if (ReadExpression(entry.value, true, "", &expression)) {
       out->map.emplace_back(entry.key, std::move(expression));
     } else {
       ok = false;
@@ -871,10 +943,8 @@ void ConfigParser::CheckCollections(const Config& config, const std::vector<Coll
   }
 }
 
-bool Fail(const std::string& text, const std::string& kind, const std::string& reason,
-          std::string* error) {
-  *error = "bad " + kind + " " + Quote(text) + ": " + reason;
-  return false;
+Status Fail(const std::string& text, const std::string& kind, const std::string& reason) {
+  return Status::InvalidInput("bad " + kind + " " + Quote(text) + ": " + reason);
 }
 
 }  // namespace
@@ -882,10 +952,10 @@ bool Fail(const std::string& text, const std::string& kind, const std::string& r
 // ----------------------------------------------------------------------------
 // Public API.
 
-bool ParsePath(const std::string& text, Path* out, std::string* error) {
+Status ParsePath(const std::string& text, Path* out) {
   Path path;
   path.text = text;
-  if (text.empty()) return Fail(text, "path", "the path is empty", error);
+  if (text.empty()) return Fail(text, "path", "the path is empty");
   size_t i = 0;
   while (true) {
     const size_t start = i;
@@ -893,12 +963,12 @@ bool ParsePath(const std::string& text, Path* out, std::string* error) {
     const std::string at = " at character " + std::to_string(i + 1);
     if (i == start) {
       if (i < text.size() && text[i] == '[') {
-        return Fail(text, "path", "'[' must follow a field name" + at, error);
+        return Fail(text, "path", "'[' must follow a field name" + at);
       }
       if (i == text.size() || text[i] == '.') {
-        return Fail(text, "path", "empty field name" + at, error);
+        return Fail(text, "path", "empty field name" + at);
       }
-      return Fail(text, "path", "unexpected " + Quote(std::string(1, text[i])) + at, error);
+      return Fail(text, "path", "unexpected " + Quote(std::string(1, text[i])) + at);
     }
     PathStep field;
     field.field = text.substr(start, i - start);
@@ -906,16 +976,14 @@ bool ParsePath(const std::string& text, Path* out, std::string* error) {
     while (i < text.size() && text[i] == '[') {
       const size_t close = text.find(']', i);
       if (close == std::string::npos) {
-        return Fail(text, "path", "'[' at character " + std::to_string(i + 1) + " is not closed",
-                    error);
+        return Fail(text, "path", "'[' at character " + std::to_string(i + 1) + " is not closed");
       }
       const std::string inside = text.substr(i + 1, close - i - 1);
       PathStep step;
       if (inside.empty()) {
         step.kind = PathStep::Kind::kFirstWith;
         if (close + 1 >= text.size() || text[close + 1] != '.') {
-          return Fail(text, "path", "'[]' must be followed by '.field' (the field to look for)",
-                      error);
+          return Fail(text, "path", "'[]' must be followed by '.field' (the field to look for)");
         }
       } else {
         const bool digits = std::all_of(inside.begin(), inside.end(), [](char c) {
@@ -926,8 +994,7 @@ bool ParsePath(const std::string& text, Path* out, std::string* error) {
         step.index = digits ? std::strtoull(inside.c_str(), nullptr, 10) : 0;
         if (!digits || errno == ERANGE) {
           return Fail(text, "path", "index " + Quote(inside) + " at character " +
-                                        std::to_string(i + 1) + " is not a non-negative integer",
-                      error);
+                                        std::to_string(i + 1) + " is not a non-negative integer");
         }
       }
       path.steps.push_back(std::move(step));
@@ -937,16 +1004,15 @@ bool ParsePath(const std::string& text, Path* out, std::string* error) {
     if (text[i] != '.') {
       return Fail(text, "path",
                   "unexpected " + Quote(std::string(1, text[i])) + " at character " +
-                      std::to_string(i + 1),
-                  error);
+                      std::to_string(i + 1));
     }
     ++i;
   }
   *out = std::move(path);
-  return true;
+  return Status::Ok();
 }
 
-bool ParseTemplate(const std::string& text, Template* out, std::string* error) {
+Status ParseTemplate(const std::string& text, Template* out) {
   Template result;
   result.text = text;
   std::string literal;
@@ -965,20 +1031,17 @@ bool ParseTemplate(const std::string& text, Template* out, std::string* error) {
       ++i;
     } else if (c == '}') {
       return Fail(text, "template",
-                  "stray '}' at character " + std::to_string(i + 1) + " (write '}}' for a brace)",
-                  error);
+                  "stray '}' at character " + std::to_string(i + 1) + " (write '}}' for a brace)");
     } else if (c == '{') {
       const size_t close = text.find('}', i);
       if (close == std::string::npos) {
         return Fail(text, "template",
-                    "'{' at character " + std::to_string(i + 1) + " is not closed", error);
+                    "'{' at character " + std::to_string(i + 1) + " is not closed");
       }
       Template::Part part;
       part.is_path = true;
-      std::string path_error;
-      if (!ParsePath(text.substr(i + 1, close - i - 1), &part.path, &path_error)) {
-        return Fail(text, "template", path_error, error);
-      }
+      const Status path = ParsePath(text.substr(i + 1, close - i - 1), &part.path);
+      if (!path.ok()) return Fail(text, "template", path.message());
       flush();
       result.parts.push_back(std::move(part));
       i = close;
@@ -988,7 +1051,46 @@ bool ParseTemplate(const std::string& text, Template* out, std::string* error) {
   }
   flush();
   *out = std::move(result);
-  return true;
+  return Status::Ok();
+}
+
+std::string NormalizedSelection(const Selection& selection) {
+  std::string out;
+  switch (selection.kind) {
+    case Selection::Kind::kWhole:
+      return "";
+    case Selection::Kind::kList:
+      for (const std::string& field : selection.fields) out += (out.empty() ? "" : ", ") + field;
+      return "select [" + out + "]";
+    case Selection::Kind::kMap:
+      for (const auto& entry : selection.map) {
+        out += (out.empty() ? "" : ", ") + entry.first + ": " + NormalizedExpression(entry.second);
+      }
+      return "select {" + out + "}";
+  }
+  return out;
+}
+
+std::string NormalizedOrderBy(const OrderBy& order_by) {
+  if (!order_by.present) return "";
+  return std::string("order_by ") + (order_by.descending ? "-" : "") + order_by.path.text;
+}
+
+std::string NormalizedExpression(const Expression& expression) {
+  switch (expression.kind) {
+    case Expression::Kind::kPath:
+      return expression.path.text;
+    case Expression::Kind::kTemplate: {
+      std::string quoted;
+      AppendJsonString(expression.template_.text, &quoted);
+      return quoted;
+    }
+    case Expression::Kind::kValue:
+      return "{value: " + expression.value_json + "}";
+    case Expression::Kind::kDerived:
+      return expression.spec ? expression.spec->Normalized() : expression.derivation;
+  }
+  return "";
 }
 
 bool Config::HasEntity(const std::string& type) const {
@@ -1022,6 +1124,7 @@ std::string ConfigError::ToString(const std::string& file) const {
 }
 
 std::optional<Config> ParseConfig(const std::string& yaml_text, const std::string& file,
+                                  const DerivationSyntaxes& kinds,
                                   std::vector<ConfigError>* errors) {
   std::vector<ConfigError> local_errors;
   if (errors == nullptr) errors = &local_errors;
@@ -1034,7 +1137,7 @@ std::optional<Config> ParseConfig(const std::string& yaml_text, const std::strin
       errors->push_back(ConfigError{PlaceOf(documents[1]), "",
                                     "the file holds several YAML documents; give one"});
     }
-    ConfigParser(errors).Parse(documents.empty() ? YAML::Node() : documents[0], &config);
+    ConfigParser(kinds, errors).Parse(documents.empty() ? YAML::Node() : documents[0], &config);
   } catch (const YAML::Exception& e) {
     const ConfigPlace place =
         e.mark.is_null() ? ConfigPlace{} : ConfigPlace{e.mark.line + 1, e.mark.column + 1};
@@ -1054,7 +1157,8 @@ std::optional<Config> ParseConfig(const std::string& yaml_text, const std::strin
   return std::nullopt;
 }
 
-std::optional<Config> LoadConfig(const std::string& file, std::vector<ConfigError>* errors) {
+std::optional<Config> LoadConfig(const std::string& file, const DerivationSyntaxes& kinds,
+                                 std::vector<ConfigError>* errors) {
   std::vector<ConfigError> local_errors;
   if (errors == nullptr) errors = &local_errors;
   errors->clear();
@@ -1073,7 +1177,7 @@ std::optional<Config> LoadConfig(const std::string& file, std::vector<ConfigErro
                                               std::string(std::strerror(read_errno))});
     return std::nullopt;
   }
-  return ParseConfig(text, file, errors);
+  return ParseConfig(text, file, kinds, errors);
 }
 
 }  // namespace denormd

@@ -11,10 +11,14 @@
 #define DENORMD_CONFIG_CONFIG_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/status.h"
+#include "config/derivation_syntax.h"
 
 namespace denormd {
 
@@ -88,12 +92,9 @@ struct Expression {
     kPath,      // "a.b"
     kTemplate,  // "{a} {b}" (any string containing "{")
     kValue,     // {value: <any YAML>}
-    kCount,     // {count: T, via: F}: number of T whose F is / holds this id
-    kIds,       // {ids: T, via: F [, limit: N]}: their ids, ascending
-    kEmbed,     // {embed: T, via: F [, select] [, order_by] [, limit]}
-    kLookup,    // {lookup: T, by: F [, select] [, missing: skip|null]}
+    kDerived,   // {count: ...}, {embed: ...}, ...: a derivation kind's map
+                // (projections/derivations/); never inside a select map
   };
-  enum class Missing { kSkip, kNull };
 
   Kind kind = Kind::kPath;
   ConfigPlace place;
@@ -102,13 +103,8 @@ struct Expression {
   Template template_;       // kTemplate
   std::string value_json;   // kValue: the literal as compact JSON text
 
-  std::string entity;       // kCount, kIds, kEmbed, kLookup: the related type
-  Path via;                 // kCount, kIds, kEmbed: the child's reference field
-  Path by;                  // kLookup: this entity's reference field
-  Selection select;         // kEmbed, kLookup
-  OrderBy order_by;         // kEmbed
-  std::optional<uint64_t> limit;  // kIds, kEmbed
-  Missing missing = Missing::kSkip;  // kLookup on an array reference
+  std::string derivation;                       // kDerived: the kind's name
+  std::shared_ptr<const DerivationSpec> spec;   // kDerived: what the kind parsed
 };
 
 // One projection: a set of documents in one collection.
@@ -131,13 +127,18 @@ struct ProjectionConfig {
   std::vector<std::pair<std::string, Expression>> fields;  // in file order
   std::string partition_key;  // document field copied into the pk column; "" = none
 
-  // kBuckets: {"id": "<value>:<n>", "<by>": <value>, "<field>": [...]}
+  // kBuckets: {"id": "<value>:<n>", "<by>": <value>, "seq": <n>, "<field>": [...]}
+  enum class BucketLayout {
+    kStable,  // members stay in their bucket; B-tree fill (the default)
+    kPacked,  // bucket n holds members size*n .. size*n+size-1
+  };
   std::string buckets;      // the grouped entity type
   Path by;                  // grouping field (only string values group)
   uint64_t size = 100;      // entities per document, >= 1
   OrderBy order_by;
   std::string field = "items";
   Selection select;
+  BucketLayout layout = BucketLayout::kStable;
 };
 
 struct KafkaSourceConfig {
@@ -157,7 +158,9 @@ struct StoreConfig {
 
 struct BatchConfig {
   uint64_t max_events = 5000;   // events per transaction, >= 1
-  uint64_t max_delay_ms = 50;   // how long `run` waits to fill a batch
+  // The longest `run` keeps adding records that are already fetched to a
+  // batch that has one; it never waits for records that have not arrived.
+  uint64_t max_delay_ms = 50;
 };
 
 struct Config {
@@ -183,17 +186,28 @@ struct ConfigError {
   std::string ToString(const std::string& file) const;
 };
 
-// Parses and validates. On success `errors` is empty. On failure `errors` holds
-// every problem found (not just the first), in file order where known.
-// Never throws.
-std::optional<Config> LoadConfig(const std::string& file, std::vector<ConfigError>* errors);
+// Parses and validates, with the derivation kinds `kinds` (the engine's are
+// BuiltinDerivations(), projections/derivations/registry.h, which also
+// offers LoadConfig/ParseConfig without this argument). On success `errors`
+// is empty. On failure `errors` holds every problem found (not just the
+// first), in file order where known. Never throws.
+std::optional<Config> LoadConfig(const std::string& file, const DerivationSyntaxes& kinds,
+                                 std::vector<ConfigError>* errors);
 std::optional<Config> ParseConfig(const std::string& yaml_text, const std::string& file,
+                                  const DerivationSyntaxes& kinds,
                                   std::vector<ConfigError>* errors);
 
-// Path and template syntax, shared by the parser and by tests.
-// Return false and set *error on bad syntax.
-bool ParsePath(const std::string& text, Path* out, std::string* error);
-bool ParseTemplate(const std::string& text, Template* out, std::string* error);
+// Canonical one-line forms (see DerivationSpec::Normalized): a selection
+// ("" for the whole entity, "select [a, b]", "select {n: expr, ...}"), an
+// order ("order_by -createdAt", "" when absent) and any expression.
+std::string NormalizedSelection(const Selection& selection);
+std::string NormalizedOrderBy(const OrderBy& order_by);
+std::string NormalizedExpression(const Expression& expression);
+
+// Path and template syntax, shared by the parser and by tests. InvalidInput
+// with what is wrong and where on bad syntax.
+Status ParsePath(const std::string& text, Path* out);
+Status ParseTemplate(const std::string& text, Template* out);
 
 }  // namespace denormd
 

@@ -1,5 +1,7 @@
-// What every librdkafka client of denormd shares: setting properties with a
-// clear error, and counting failed deliveries.
+// What every librdkafka client of denormd shares: its base configuration
+// (bootstrap servers, a client id, the user's source.kafka.properties),
+// setting properties with a clear error, routing librdkafka's log into
+// denormd's, and counting failed deliveries.
 #ifndef DENORMD_CONNECTORS_KAFKA_CLIENT_H_
 #define DENORMD_CONNECTORS_KAFKA_CLIENT_H_
 
@@ -11,21 +13,28 @@
 #include <librdkafka/rdkafkacpp.h>
 
 #include "common/status.h"
+#include "config/config.h"
 
 namespace denormd {
 
 // Sets each property; InvalidInput naming the first one librdkafka refuses.
-inline Status SetKafkaProperties(RdKafka::Conf* conf,
-                                 const std::vector<std::pair<std::string, std::string>>& props) {
-  std::string error;
-  for (const auto& p : props) {
-    if (conf->set(p.first, p.second, error) != RdKafka::Conf::CONF_OK) {
-      return Status::InvalidInput("librdkafka property " + p.first + "=" + p.second + ": " +
-                                  error);
-    }
-  }
-  return Status::Ok();
-}
+Status SetKafkaProperties(RdKafka::Conf* conf,
+                          const std::vector<std::pair<std::string, std::string>>& props);
+
+// Properties every denormd client sets: bootstrap servers and a client id.
+Status SetBaseKafkaProperties(const KafkaSourceConfig& kafka, RdKafka::Conf* conf);
+
+// Routes librdkafka's errors and log lines into denormd's structured log.
+// Repeated identical errors (a broker that stays down) are logged once per
+// change, not once per retry.
+class KafkaLogger : public RdKafka::EventCb {
+ public:
+  void event_cb(RdKafka::Event& event) override;
+  void Reset() { last_error_.clear(); }
+
+ private:
+  std::string last_error_;
+};
 
 // Counts the messages a librdkafka producer failed to deliver, from its
 // delivery reports (served by poll() and flush()).

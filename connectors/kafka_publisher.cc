@@ -5,15 +5,13 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include "connectors/event_log_source.h"
 #include "connectors/kafka_client.h"
-
-#include "connectors/event_log.h"
 #include "projections/json.h"
 
 namespace denormd {
 
 namespace {
-
 
 // "type:id" when the line is an object with string type and id, else "".
 std::string KeyOf(const std::string& line) {
@@ -34,9 +32,9 @@ Status PublishEventLog(const KafkaSourceConfig& kafka, const std::string& topic,
                        const std::string& path, uint64_t* published) {
   DeliveryCounter deliveries;
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf.get(), {{"bootstrap.servers", kafka.brokers},
-                                                           {"enable.idempotence", "true"},
-                                                           {"linger.ms", "20"}}));
+  DENORMD_RETURN_IF_ERROR(SetBaseKafkaProperties(kafka, conf.get()));
+  DENORMD_RETURN_IF_ERROR(
+      SetKafkaProperties(conf.get(), {{"enable.idempotence", "true"}, {"linger.ms", "20"}}));
   std::string error;
   if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(&deliveries), error) !=
       RdKafka::Conf::CONF_OK) {
@@ -45,20 +43,20 @@ Status PublishEventLog(const KafkaSourceConfig& kafka, const std::string& topic,
   std::unique_ptr<RdKafka::Producer> producer(RdKafka::Producer::create(conf.get(), error));
   if (!producer) return Status::Fatal("cannot create a Kafka producer: " + error);
 
-  EventLogReader reader;
-  DENORMD_RETURN_IF_ERROR(reader.Open(path));
-  bool eof = false;
-  while (!eof) {
-    std::vector<RawEvent> events;
+  EventLogSource log;
+  DENORMD_RETURN_IF_ERROR(log.Open(path, nullptr));
+  while (!log.Exhausted()) {
+    std::vector<RawRecord> events;
     // From stdin each line is sent as soon as it is read (a live feed);
     // from a file, in chunks.
-    DENORMD_RETURN_IF_ERROR(reader.Read(path == "-" ? 1 : 10000, &events, &eof));
-    for (const RawEvent& event : events) {
-      std::string key = KeyOf(event.bytes);
+    DENORMD_RETURN_IF_ERROR(log.Poll(path == "-" ? 1 : 10000, 0, 0, &events));
+    for (const RawRecord& event : events) {
+      const std::string& bytes = *event.value;
+      std::string key = KeyOf(bytes);
       while (true) {
         RdKafka::ErrorCode err = producer->produce(
             topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
-            const_cast<char*>(event.bytes.data()), event.bytes.size(),
+            const_cast<char*>(bytes.data()), bytes.size(),
             key.empty() ? nullptr : key.data(), key.size(), 0, nullptr);
         if (err == RdKafka::ERR__QUEUE_FULL) {
           producer->poll(100);

@@ -3,63 +3,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include "common/log.h"
+#include "common/retry.h"
 #include "connectors/kafka_client.h"
 
-#include "common/log.h"
-
 namespace denormd {
-
-namespace {
-
-// Routes librdkafka's errors and log lines into denormd's structured log.
-// Repeated identical errors (a broker that stays down) are logged once per
-// change, not once per retry.
-class KafkaLogger : public RdKafka::EventCb {
- public:
-  void event_cb(RdKafka::Event& event) override {
-    switch (event.type()) {
-      case RdKafka::Event::EVENT_ERROR: {
-        std::string text = RdKafka::err2str(event.err()) + ": " + event.str();
-        if (text == last_error_) return;
-        last_error_ = text;
-        Log(event.fatal() ? LogLevel::kError : LogLevel::kWarn, "kafka_error",
-            {{"error", text}});
-        return;
-      }
-      case RdKafka::Event::EVENT_LOG:
-        Log(event.severity() <= RdKafka::Event::EVENT_SEVERITY_ERROR ? LogLevel::kWarn
-                                                                        : LogLevel::kDebug,
-            "kafka_log", {{"facility", event.fac()}, {"message", event.str()}});
-        return;
-      default:
-        return;
-    }
-  }
-  void Reset() { last_error_.clear(); }
-
- private:
-  std::string last_error_;
-};
-
-std::string Hostname() {
-  char name[256] = "host";
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
-// Properties every denormd client sets, then the user's.
-Status BaseConf(const KafkaSourceConfig& kafka, RdKafka::Conf* conf) {
-  DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf, {{"bootstrap.servers", kafka.brokers},
-                                        {"client.id", "denormd-" + Hostname() + "-" +
-                                                          std::to_string(getpid())}}));
-  return Status::Ok();
-}
-
-}  // namespace
 
 std::string KafkaStreamSource(const KafkaSourceConfig& kafka, const std::string& topic) {
   return "kafka:" + kafka.group + ":" + topic;
@@ -107,7 +60,7 @@ Status KafkaEventSource::Open() {
   const KafkaSourceConfig& kafka = *config_.kafka;
   rebalancer_ = std::make_unique<Rebalancer>(this);
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  DENORMD_RETURN_IF_ERROR(BaseConf(kafka, conf.get()));
+  DENORMD_RETURN_IF_ERROR(SetBaseKafkaProperties(kafka, conf.get()));
   DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf.get(), {{"group.id", kafka.group},
                                               // Offsets live in PostgreSQL, never in Kafka.
                                               {"enable.auto.commit", "false"},
@@ -129,7 +82,7 @@ Status KafkaEventSource::Open() {
   }
   if (!kafka.dead_letter_topic.empty()) {
     std::unique_ptr<RdKafka::Conf> pconf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-    DENORMD_RETURN_IF_ERROR(BaseConf(kafka, pconf.get()));
+    DENORMD_RETURN_IF_ERROR(SetBaseKafkaProperties(kafka, pconf.get()));
     DENORMD_RETURN_IF_ERROR(SetKafkaProperties(pconf.get(), {{"enable.idempotence", "true"}}));
     if (pconf->set("event_cb", static_cast<RdKafka::EventCb*>(&rebalancer_->logger), error) !=
             RdKafka::Conf::CONF_OK ||
@@ -151,19 +104,30 @@ Status KafkaEventSource::Open() {
   return Status::Ok();
 }
 
+Status KafkaEventSource::LoadStoredPositions(const std::vector<TopicPartition>& partitions,
+                                             std::map<TopicPartition, int64_t>* out) {
+  std::set<std::string> topics;
+  for (const TopicPartition& tp : partitions) topics.insert(tp.first);
+  for (const std::string& topic : topics) {
+    std::map<int32_t, int64_t> positions;
+    DENORMD_RETURN_IF_ERROR(loader_(KafkaStreamSource(*config_.kafka, topic), &positions));
+    for (const auto& entry : positions) (*out)[{topic, entry.first}] = entry.second;
+  }
+  return Status::Ok();
+}
+
 Status KafkaEventSource::AssignFromStore(std::vector<TopicPartition> partitions) {
   std::map<TopicPartition, int64_t> stored;
   // The store may be down right now; consuming without positions is not an
   // option, so wait for it (or for a stop).
   for (int attempt = 1;; ++attempt) {
     stored.clear();
-    std::vector<TopicPartition> keys;
-    Status status = loader_(partitions, &stored);
+    Status status = LoadStoredPositions(partitions, &stored);
     if (status.ok()) break;
     if (stopping_->load()) return Status::Transient("stopping while loading positions");
     Log(LogLevel::kWarn, "positions_unavailable",
         {{"attempt", attempt}, {"error", status.message()}});
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(5000, 100 << std::min(attempt, 6))));
+    std::this_thread::sleep_for(std::chrono::milliseconds(RetryBackoffMs(attempt)));
   }
   std::vector<RdKafka::TopicPartition*> assignment;
   std::string names;
@@ -183,7 +147,7 @@ Status KafkaEventSource::AssignFromStore(std::vector<TopicPartition> partitions)
 }
 
 Status KafkaEventSource::Poll(size_t max, int max_delay_ms, int idle_ms,
-                              std::vector<RawEvent>* out) {
+                              std::vector<RawRecord>* out) {
   using Clock = std::chrono::steady_clock;
   uint64_t generation = generation_;
   Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(idle_ms);
@@ -192,7 +156,9 @@ Status KafkaEventSource::Poll(size_t max, int max_delay_ms, int idle_ms,
     int remaining = static_cast<int>(
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     if (remaining <= 0) break;
-    std::unique_ptr<RdKafka::Message> message(consumer_->consume(std::min(remaining, 100)));
+    // Once a batch has a record it takes only what is already here: an idle
+    // input never makes a batch wait out max_delay_ms.
+    std::unique_ptr<RdKafka::Message> message(consumer_->consume(first ? std::min(remaining, 100) : 0));
     if (generation_ != generation) {
       // A rebalance ran inside consume(). Events read before it may belong to
       // partitions this instance no longer owns, and every partition it owns
@@ -206,18 +172,7 @@ Status KafkaEventSource::Poll(size_t max, int max_delay_ms, int idle_ms,
     switch (message->err()) {
       case RdKafka::ERR_NO_ERROR: {
         rebalancer_->logger.Reset();
-        RawEvent event;
-        event.at.source = KafkaStreamSource(*config_.kafka, message->topic_name());
-        event.at.partition = message->partition();
-        event.at.position = message->offset();
-        RdKafka::MessageTimestamp timestamp = message->timestamp();
-        if (timestamp.type != RdKafka::MessageTimestamp::MSG_TIMESTAMP_NOT_AVAILABLE) {
-          event.timestamp_ms = timestamp.timestamp;
-        }
-        if (message->payload() != nullptr) {
-          event.bytes.assign(static_cast<const char*>(message->payload()), message->len());
-        }
-        out->push_back(std::move(event));
+        out->push_back(ToRecord(*message));
         if (first) {
           first = false;
           deadline = Clock::now() + std::chrono::milliseconds(max_delay_ms);
@@ -226,6 +181,7 @@ Status KafkaEventSource::Poll(size_t max, int max_delay_ms, int idle_ms,
       }
       case RdKafka::ERR__TIMED_OUT:
       case RdKafka::ERR__PARTITION_EOF:
+        if (!first) return Status::Ok();  // nothing more ready: apply what we have
         break;
       case RdKafka::ERR__FATAL:
         return Status::Fatal("Kafka consumer: " + message->errstr());
@@ -238,7 +194,35 @@ Status KafkaEventSource::Poll(size_t max, int max_delay_ms, int idle_ms,
   return Status::Ok();
 }
 
-std::vector<SourcePosition> KafkaEventSource::PreviousPositions() const {
+RawRecord KafkaEventSource::ToRecord(RdKafka::Message& message) const {
+  RawRecord record;
+  record.topic = message.topic_name();
+  record.at.source = KafkaStreamSource(*config_.kafka, record.topic);
+  record.at.partition = message.partition();
+  record.at.position = message.offset();
+  RdKafka::MessageTimestamp timestamp = message.timestamp();
+  if (timestamp.type != RdKafka::MessageTimestamp::MSG_TIMESTAMP_NOT_AVAILABLE) {
+    record.timestamp_ms = timestamp.timestamp;
+  }
+  if (message.key_pointer() != nullptr) {
+    record.key.emplace(static_cast<const char*>(message.key_pointer()), message.key_len());
+  }
+  if (message.payload() != nullptr) {
+    record.value.emplace(static_cast<const char*>(message.payload()), message.len());
+  }
+  if (RdKafka::Headers* headers = message.headers()) {
+    for (const RdKafka::Headers::Header& header : headers->get_all()) {
+      record.headers.emplace_back(
+          header.key(), header.value() == nullptr
+                            ? std::string()
+                            : std::string(static_cast<const char*>(header.value()),
+                                          header.value_size()));
+    }
+  }
+  return record;
+}
+
+std::vector<SourcePosition> KafkaEventSource::FencingPositions() const {
   std::vector<SourcePosition> out;
   for (const auto& entry : committed_) {
     out.push_back({KafkaStreamSource(*config_.kafka, entry.first.first), entry.first.second,
@@ -265,7 +249,7 @@ Status KafkaEventSource::Reseek() {
   return AssignFromStore(partitions);
 }
 
-Status KafkaEventSource::PublishDeadLetters(const std::vector<DeadLetter>& letters) {
+Status KafkaEventSource::Publish(const std::vector<DeadLetter>& letters) {
   if (!dead_letter_producer_ || letters.empty()) return Status::Ok();
   DeliveryCounter& deliveries = rebalancer_->deliveries;
   deliveries.failures = 0;
@@ -317,7 +301,7 @@ std::map<KafkaEventSource::TopicPartition, int64_t> KafkaEventSource::Lag() cons
 void KafkaEventSource::Close() {
   if (closed_ || !consumer_) return;
   closed_ = true;
-  consumer_->close();  // leaves the group; the revoke runs in here
+  consumer_->close();  // leaves the group; the revoke runs in here (result: nothing to do)
   if (dead_letter_producer_) dead_letter_producer_->flush(5000);
   Log(LogLevel::kInfo, "kafka_closed");
 }
@@ -325,7 +309,7 @@ void KafkaEventSource::Close() {
 Status QueryKafkaEndOffsets(const Config& config, std::map<std::string, int64_t>* out) {
   if (!config.kafka) return Status::InvalidInput("no source.kafka in the config");
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  DENORMD_RETURN_IF_ERROR(BaseConf(*config.kafka, conf.get()));
+  DENORMD_RETURN_IF_ERROR(SetBaseKafkaProperties(*config.kafka, conf.get()));
   DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf.get(), {{"group.id", config.kafka->group + "-status"},
                                               {"log_level", "0"}}));
   std::string error;

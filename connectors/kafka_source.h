@@ -7,11 +7,11 @@
 // positions (PositionLoader) and seeks to the next offset. So a crash at any
 // point replays exactly the uncommitted events, and nothing is applied twice.
 //
-// A rebalance during polling discards the events read so far (they are read
+// A rebalance during polling discards the records read so far (they are read
 // again from the stored positions). The source also remembers the position
 // each assigned partition had when this instance took it or last committed
-// it; the caller passes those to the batch as fencing positions, so a zombie
-// instance that lost its partitions cannot commit over a newer owner.
+// it: those are its fencing positions, so a zombie instance that lost its
+// partitions cannot commit over a newer owner.
 //
 // Not thread-safe: one thread calls every method.
 #ifndef DENORMD_CONNECTORS_KAFKA_SOURCE_H_
@@ -27,11 +27,11 @@
 
 #include "common/status.h"
 #include "config/config.h"
-#include "projections/event.h"
-#include "projections/store.h"
+#include "connectors/event_source.h"
 
 namespace RdKafka {
 class KafkaConsumer;
+class Message;
 class Producer;
 }  // namespace RdKafka
 
@@ -40,41 +40,34 @@ namespace denormd {
 // The stream name under which a topic's positions are stored.
 std::string KafkaStreamSource(const KafkaSourceConfig& kafka, const std::string& topic);
 
-class KafkaEventSource {
+class KafkaEventSource : public EventSource, public DeadLetterSink {
  public:
   using TopicPartition = std::pair<std::string, int32_t>;
-  // Loads the stored positions (last applied offsets) of the given partitions;
-  // partitions with none are left out of *out.
-  using PositionLoader = std::function<Status(const std::vector<TopicPartition>& partitions,
-                                              std::map<TopicPartition, int64_t>* out)>;
 
   // `stopping` is polled while waiting (e.g. for the store during an
   // assignment); it must stay valid while the source lives.
   KafkaEventSource(const Config& config, PositionLoader loader,
                    const std::atomic<bool>* stopping);
-  ~KafkaEventSource();
+  ~KafkaEventSource() override;
 
   // Creates the consumer (and the dead-letter producer when configured) and
   // subscribes. Fails on a bad librdkafka property, with its message.
   Status Open();
 
-  // Appends up to `max` events to *out, waiting up to `max_delay_ms` after the
-  // first event for more and at most `idle_ms` for the first. Returns early
-  // when stopping. A rebalance empties *out.
-  Status Poll(size_t max, int max_delay_ms, int idle_ms, std::vector<RawEvent>* out);
-
-  // Fencing positions for a batch read from the current assignment.
-  std::vector<SourcePosition> PreviousPositions() const;
-  // Records that a batch ending at these positions committed.
-  void MarkCommitted(const std::vector<SourcePosition>& last);
-  // After a Conflict: reload stored positions and seek every assigned
-  // partition to them.
-  Status Reseek();
+  // Waits up to `idle_ms` for a first record; after it, takes the records
+  // already fetched (up to `max`, for at most `max_delay_ms`) and returns as
+  // soon as none is ready, so that batches follow the input's pace. Returns
+  // early when stopping. A rebalance empties *out.
+  Status Poll(size_t max, int max_delay_ms, int idle_ms, std::vector<RawRecord>* out) override;
+  bool Exhausted() const override { return false; }
+  std::vector<SourcePosition> FencingPositions() const override;
+  void MarkCommitted(const std::vector<SourcePosition>& last) override;
+  // Reloads stored positions and seeks every assigned partition to them.
+  Status Reseek() override;
 
   // Sends dead letters to the dead-letter topic (if configured) and waits for
-  // the broker's acknowledgement. At-least-once: a retried batch may send a
-  // letter twice; the dead_letters table stays exact.
-  Status PublishDeadLetters(const std::vector<DeadLetter>& letters);
+  // the broker's acknowledgement.
+  Status Publish(const std::vector<DeadLetter>& letters) override;
 
   // Lag per partition from the consumer's cached high watermarks:
   // high watermark - (stored position + 1).
@@ -85,7 +78,10 @@ class KafkaEventSource {
 
  private:
   class Rebalancer;
+  Status LoadStoredPositions(const std::vector<TopicPartition>& partitions,
+                             std::map<TopicPartition, int64_t>* out);
   Status AssignFromStore(std::vector<TopicPartition> partitions);
+  RawRecord ToRecord(RdKafka::Message& message) const;
 
   const Config& config_;
   PositionLoader loader_;

@@ -1,16 +1,18 @@
 // PostgresStore: the Store on PostgreSQL, through libpqxx.
 //
-// Tables, all in the configured schema (see docs/tables.md):
-//   entities     (type, id, version, deleted, data jsonb)  the normalized source
-//   refs         (type, field, target, id)                 the reference index
-//   positions    (source, partition, position, counters)   consumer positions
+// Tables, all in the configured schema (docs/architecture.md, "Tables"):
+//   entities     (type, id, version, deleted, data jsonb)   the normalized source
+//   refs         (type, field, target, sort, id)            the reference index
+//   ref_counts   (type, field, target, count)               referrers per target
+//   positions    (source, partition, position, counters)    consumer positions
 //   dead_letters (seq, source, partition, position, raw, reason, received_at)
-//   locks        (key)                                     rows locked by batches
-//   writers      ()                                        table-locked by batches
-//   <collection> (id, doc jsonb, pk, projection)           one per collection
+//   locks        (key)                                      rows locked by batches
+//   writers      ()                                         table-locked by batches
+//   meta         (key, value)                               the index fingerprint
+//   <collection> (id, doc jsonb, pk, projection)            one per collection
 //
-// Every bulk read and write is one statement with the rows passed as a single
-// JSON or array parameter: no statement per event or per document.
+// Transactions (postgres_transaction.h) run every bulk read and write as one
+// statement with the rows passed as a single JSON or array parameter.
 //
 // Errors: a lost connection, deadlock, serialization failure, or server
 // shutdown is Transient (the next Begin() reconnects); anything else is Fatal.
@@ -76,12 +78,6 @@ class PostgresStore : public Store {
   std::unique_ptr<Connection> connection_;
   std::unique_ptr<Connection> provisioner_;  // autocommit, for lock rows
 };
-
-// FNV-1a 64-bit hash of a lock key: the row of the locks table that stands for it.
-int64_t AdvisoryLockId(const std::string& key);
-
-// A PostgreSQL text[] literal: {"a","b\"c"}.
-std::string PgTextArray(const std::vector<std::string>& values);
 
 }  // namespace denormd
 

@@ -1,6 +1,5 @@
 #include "daemon/cli.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,13 +9,16 @@
 #include <optional>
 
 #include "common/log.h"
+#include "common/process.h"
 #include "config/config.h"
 #include "connectors/kafka_publisher.h"
 #include "connectors/kafka_source.h"
 #include "connectors/postgres_store.h"
-#include "daemon/maintenance.h"
+#include "daemon/engine.h"
 #include "daemon/replay.h"
 #include "daemon/run.h"
+#include "projections/derivations/registry.h"
+#include "projections/maintenance.h"
 
 namespace denormd {
 
@@ -90,8 +92,8 @@ bool ParseNumber(const std::string& text, uint64_t* out) {
   return true;
 }
 
-// Returns an error message, or "" on success.
-std::string ParseArguments(const std::vector<std::string>& args, Arguments* out) {
+// InvalidInput saying what is wrong with the arguments.
+Status ParseArguments(const std::vector<std::string>& args, Arguments* out) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     auto value = [&](std::string* v) -> bool {
@@ -111,28 +113,28 @@ std::string ParseArguments(const std::vector<std::string>& args, Arguments* out)
     if (arg == "-h" || arg == "--help") {
       out->help = true;
     } else if (arg == "-c" || is("--config")) {
-      if (!value(&v)) return arg + " needs a file";
+      if (!value(&v)) return Status::InvalidInput(arg + " needs a file");
       out->config_path = v;
     } else if (is("--postgres")) {
-      if (!value(&v)) return "--postgres needs a connection string";
+      if (!value(&v)) return Status::InvalidInput("--postgres needs a connection string");
       out->postgres = v;
     } else if (is("--batch-size")) {
       uint64_t n = 0;
       if (!value(&v) || !ParseNumber(v, &n) || n == 0) {
-        return "--batch-size needs a whole number >= 1";
+        return Status::InvalidInput("--batch-size needs a whole number >= 1");
       }
       out->batch_size = n;
     } else if (is("--metrics-port")) {
       uint64_t n = 0;
       if (!value(&v) || !ParseNumber(v, &n) || n > 65535) {
-        return "--metrics-port needs a port number (0-65535)";
+        return Status::InvalidInput("--metrics-port needs a port number (0-65535)");
       }
       out->metrics_port = static_cast<int>(n);
     } else if (is("--metrics-address")) {
-      if (!value(&v)) return "--metrics-address needs an address";
+      if (!value(&v)) return Status::InvalidInput("--metrics-address needs an address");
       out->metrics_address = v;
     } else if (is("--topic")) {
-      if (!value(&v)) return "--topic needs a topic name";
+      if (!value(&v)) return Status::InvalidInput("--topic needs a topic name");
       out->topic = v;
     } else if (arg == "-q" || arg == "--quiet") {
       out->quiet = true;
@@ -141,14 +143,14 @@ std::string ParseArguments(const std::vector<std::string>& args, Arguments* out)
     } else if (arg == "-") {
       out->rest.push_back(arg);
     } else if (!arg.empty() && arg[0] == '-') {
-      return "unknown option " + arg;
+      return Status::InvalidInput("unknown option " + arg);
     } else if (out->command.empty()) {
       out->command = arg;
     } else {
       out->rest.push_back(arg);
     }
   }
-  return "";
+  return Status::Ok();
 }
 
 std::optional<Config> LoadConfigOrReport(const std::string& path) {
@@ -178,12 +180,6 @@ std::string FormatCount(uint64_t n) {
   return out;
 }
 
-int64_t PeakRssMib() {
-  struct rusage usage = {};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss / 1024;
-}
-
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -198,25 +194,16 @@ int Check(const Arguments& args) {
   return kExitOk;
 }
 
-// Shared set-up of the commands that use the database.
-struct Session {
-  Config config;
-  std::unique_ptr<ProjectionPlan> plan;
-  std::unique_ptr<BatchApplier> applier;
-  std::unique_ptr<PostgresStore> store;
-};
-
-int OpenSession(const Arguments& args, Session* session, bool allow_stale_index = false) {
+// Opens the engine the commands that use the database share: the config,
+// its plan and the store, opened. Returns an exit code (kExitOk on success).
+int OpenEngine(const Arguments& args, std::unique_ptr<Engine>* out,
+               bool allow_stale_index = false) {
   std::optional<Config> config = LoadConfigOrReport(args.config_path);
   if (!config) return kExitUsage;
-  session->config = std::move(*config);
-  if (args.batch_size) session->config.batch.max_events = *args.batch_size;
-  session->plan = std::make_unique<ProjectionPlan>(session->config);
-  session->applier = std::make_unique<BatchApplier>(*session->plan);
-  std::string connection =
-      args.postgres ? *args.postgres : PostgresConnectionString(session->config);
-  session->store = std::make_unique<PostgresStore>(session->config, connection);
-  Status status = session->store->Open(allow_stale_index);
+  if (args.batch_size) config->batch.max_events = *args.batch_size;
+  std::string connection = args.postgres ? *args.postgres : PostgresConnectionString(*config);
+  *out = std::make_unique<Engine>(std::move(*config), connection);
+  Status status = (*out)->store.Open(allow_stale_index);
   if (!status.ok()) {
     if (status.IsInvalidInput()) {
       std::cerr << "denormd " << args.command << ": " << status.message() << "\n";
@@ -234,16 +221,16 @@ int Replay(const Arguments& args) {
     std::cerr << "denormd replay: name at least one event log (or - for stdin)\n";
     return kExitUsage;
   }
-  Session session;
-  if (int code = OpenSession(args, &session)) return code;
+  std::unique_ptr<Engine> engine;
+  if (int code = OpenEngine(args, &engine)) return code;
   bool progress = !args.quiet && isatty(STDERR_FILENO);
   int exit_code = kExitOk;
   for (const std::string& path : args.rest) {
     auto start = std::chrono::steady_clock::now();
     ReplayOptions options;
-    options.batch_size = session.config.batch.max_events;
+    options.batch_size = engine->config.batch.max_events;
     if (progress) {
-      options.on_batch = [&](const std::string& source, const BatchStats& total, uint64_t read,
+      options.on_batch = [&](const std::string& /*source*/, const BatchStats& total, uint64_t read,
                              uint64_t size) {
         double seconds = SecondsSince(start);
         std::fprintf(stderr, "\r%s: %s events", path.c_str(), FormatCount(total.events).c_str());
@@ -256,8 +243,8 @@ int Replay(const Arguments& args) {
           {{"log", path}, {"attempt", attempt}, {"error", error.message()}});
     };
     ReplayReport report;
-    Status status = ReplayLog(session.config, *session.applier, session.store.get(), path,
-                              options, &report);
+    Status status =
+        ReplayLog(engine->decoder, engine->applier, &engine->store, path, options, &report);
     if (progress) std::fprintf(stderr, "\n");
     if (!status.ok()) {
       std::cerr << "denormd replay: " << path << ": " << status.message()
@@ -282,15 +269,15 @@ int Replay(const Arguments& args) {
     std::cout << seconds << " s: " << FormatCount(s.applied) << " applied, "
               << FormatCount(s.stale) << " stale, " << FormatCount(s.dead_letters)
               << " dead letters; " << FormatCount(s.documents_written) << " documents written, "
-              << FormatCount(s.documents_deleted) << " deleted; peak RSS " << PeakRssMib()
-              << " MiB\n";
+              << FormatCount(s.documents_deleted) << " deleted; " << FormatCount(s.round_trips)
+              << " round trips to PostgreSQL; peak RSS " << PeakRssKib() / 1024 << " MiB\n";
   }
   return exit_code;
 }
 
 int RebuildOrVerify(const Arguments& args, bool verify) {
-  Session session;
-  if (int code = OpenSession(args, &session, /*allow_stale_index=*/!verify)) return code;
+  std::unique_ptr<Engine> engine;
+  if (int code = OpenEngine(args, &engine, /*allow_stale_index=*/!verify)) return code;
   MaintenanceOptions options;
   options.projections = args.rest;
   bool progress = !args.quiet && isatty(STDERR_FILENO);
@@ -302,8 +289,7 @@ int RebuildOrVerify(const Arguments& args, bool verify) {
   auto start = std::chrono::steady_clock::now();
   if (verify) {
     std::vector<std::string> differences;
-    Status status = Verify(*session.plan, *session.applier, session.store.get(), options,
-                           &differences);
+    Status status = Verify(engine->plan, &engine->store, options, &differences);
     if (progress) std::fprintf(stderr, "\n");
     if (!status.ok()) {
       std::cerr << "denormd verify: " << status.message() << "\n";
@@ -322,12 +308,10 @@ int RebuildOrVerify(const Arguments& args, bool verify) {
   }
   // The reference index first: documents are computed through it.
   uint64_t indexed = 0;
-  Status status = Reindex(*session.plan, session.store.get(), options, &indexed);
-  if (status.ok()) status = session.store->MarkIndexCurrent();
+  Status status = Reindex(engine->plan, &engine->store, options, &indexed);
+  if (status.ok()) status = engine->store.MarkIndexCurrent();
   BatchStats stats;
-  if (status.ok()) {
-    status = Rebuild(*session.plan, *session.applier, session.store.get(), options, &stats);
-  }
+  if (status.ok()) status = Rebuild(engine->plan, &engine->store, options, &stats);
   if (progress) std::fprintf(stderr, "\n");
   if (!status.ok()) {
     std::cerr << "denormd rebuild: " << status.message() << "\n";
@@ -343,21 +327,22 @@ int RebuildOrVerify(const Arguments& args, bool verify) {
 }
 
 int StatusCommand(const Arguments& args) {
-  Session session;
-  if (int code = OpenSession(args, &session, /*allow_stale_index=*/true)) return code;
+  std::unique_ptr<Engine> engine;
+  if (int code = OpenEngine(args, &engine, /*allow_stale_index=*/true)) return code;
+  const Config& config = engine->config;
   StoreSummary summary;
-  Status status = session.store->Summarize(&summary);
+  Status status = engine->store.Summarize(&summary);
   if (!status.ok()) {
     std::cerr << "denormd status: " << status.message() << "\n";
     return kExitFailure;
   }
   std::map<std::string, int64_t> end_offsets;
   std::string lag_error;
-  if (session.config.kafka) {
-    Status lag = QueryKafkaEndOffsets(session.config, &end_offsets);
+  if (config.kafka) {
+    Status lag = QueryKafkaEndOffsets(config, &end_offsets);
     if (!lag.ok()) lag_error = lag.message();
   }
-  std::cout << "schema " << session.config.store.schema << "\n\nstreams:\n";
+  std::cout << "schema " << config.store.schema << "\n\nstreams:\n";
   if (summary.positions.empty()) std::cout << "  (none yet)\n";
   for (const StoredPosition& p : summary.positions) {
     std::cout << "  " << p.at.source << " partition " << p.at.partition << ": position "
@@ -421,20 +406,21 @@ int Run(const Arguments& args) {
   options.postgres = args.postgres ? *args.postgres : PostgresConnectionString(*config);
   options.metrics_port = args.metrics_port;
   options.metrics_address = args.metrics_address;
-  return RunDaemon(*config, options);
+  return RunDaemon(std::move(*config), options);
 }
 
 }  // namespace
 
 int RunCommandLine(const std::vector<std::string>& argv) {
   Arguments args;
-  std::string error = ParseArguments(argv, &args);
+  Status parsed = ParseArguments(argv, &args);
   if (args.help || (argv.empty())) {
     std::cout << kUsage;
     return argv.empty() ? kExitUsage : kExitOk;
   }
-  if (!error.empty()) {
-    std::cerr << "denormd: " << error << "\n(denormd --help explains the commands and options)\n";
+  if (!parsed.ok()) {
+    std::cerr << "denormd: " << parsed.message()
+              << "\n(denormd --help explains the commands and options)\n";
     return kExitUsage;
   }
   if (args.verbose) SetLogLevel(LogLevel::kDebug);

@@ -7,10 +7,12 @@
 //              denormd_dead_letters_total, denormd_documents_written_total,
 //              denormd_documents_deleted_total, denormd_batches_total,
 //              denormd_batch_retries_total
-//   histogram  denormd_batch_duration_seconds (buckets kBatchDurationBuckets)
-//   gauges     denormd_consumer_lag{topic,partition}, denormd_up (always 1),
-//              denormd_store_healthy (0/1, 0 until first set),
-//              denormd_last_commit_timestamp_seconds (0 until first set)
+//   histograms denormd_batch_duration_seconds (buckets kBatchDurationBuckets),
+//              denormd_event_age_seconds (kEventAgeBuckets: Kafka timestamp to
+//              commit, the freshness of every applied record)
+//   gauges     denormd_event_age_max_seconds, denormd_consumer_lag{topic,partition},
+//              denormd_up (always 1), denormd_store_healthy (0/1, 0 until
+//              first set), denormd_last_commit_timestamp_seconds (0 until first set)
 //
 // Thread-safety: every method may be called from any thread; one mutex guards
 // all values, so Render() sees a consistent snapshot (a batch's counters and

@@ -1,80 +1,37 @@
 #include "daemon/replay.h"
 
-#include <algorithm>
-#include <chrono>
-#include <thread>
+#include <atomic>
 
-#include "common/log.h"
-#include "connectors/event_log.h"
+#include "connectors/event_log_source.h"
+#include "daemon/batch_loop.h"
 
 namespace denormd {
 
-namespace {
-
-Status LoadResumeLine(Store* store, const std::string& source, int64_t* line) {
-  *line = 0;
-  std::unique_ptr<StoreTransaction> txn;
-  DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
-  std::vector<StoredPosition> positions;
-  DENORMD_RETURN_IF_ERROR(txn->LoadPositions(source, &positions));
-  for (const StoredPosition& position : positions) {
-    if (position.at.partition == 0) *line = position.at.position;
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-Status ReplayLog(const Config& config, const BatchApplier& applier, Store* store,
+Status ReplayLog(const Decoder& decoder, const BatchApplier& applier, Store* store,
                  const std::string& path, const ReplayOptions& options, ReplayReport* report) {
-  EventLogReader reader;
-  DENORMD_RETURN_IF_ERROR(reader.Open(path));
-  report->source = reader.source();
-  if (path != "-") {
-    DENORMD_RETURN_IF_ERROR(LoadResumeLine(store, reader.source(), &report->resumed_after_line));
-    DENORMD_RETURN_IF_ERROR(reader.SkipTo(report->resumed_after_line));
-  }
-  report->last_line = report->resumed_after_line;
-  size_t batch_size = options.batch_size == 0 ? 1 : options.batch_size;
-  bool eof = false;
-  while (!eof) {
-    std::vector<RawEvent> raw;
-    DENORMD_RETURN_IF_ERROR(reader.Read(batch_size, &raw, &eof));
-    if (raw.empty()) break;
-    DecodedBatch batch = DecodeBatch(config, raw);
-    if (path != "-") {
-      batch.previous_positions.push_back(
-          {reader.source(), 0, report->last_line == 0 ? -1 : report->last_line});
-    }
-    BatchStats stats;
-    Status status;
-    for (int attempt = 1;; ++attempt) {
-      stats = BatchStats();
-      status = applier.Apply(store, batch, &stats);
-      if (status.ok() || !status.IsTransient() || attempt >= options.max_attempts) break;
-      if (options.on_retry) options.on_retry(status, attempt);
-      std::this_thread::sleep_for(std::chrono::milliseconds(RetryBackoffMs(attempt)));
-    }
-    DENORMD_RETURN_IF_ERROR(status);
-    WarnIfTailsRendered(stats);
+  EventLogSource log;
+  DENORMD_RETURN_IF_ERROR(log.Open(path, LoadPositionsFrom(*store)));
+  report->source = log.source();
+  report->resumed_after_line = log.resumed_after_line();
+  report->last_line = log.resumed_after_line();
+  BatchLoopOptions loop_options;
+  loop_options.max_events = options.batch_size;
+  loop_options.max_attempts = options.max_attempts;
+  BatchLoopHooks hooks;
+  hooks.on_commit = [&](const std::vector<RawRecord>& records, const BatchStats& stats,
+                        double /*seconds*/, int /*attempts*/) {
     report->stats.Add(stats);
     report->batches++;
-    report->last_line = raw.back().at.position;
+    report->last_line = records.back().at.position;
     if (options.on_batch) {
-      options.on_batch(reader.source(), report->stats, reader.bytes_read(), reader.size());
+      options.on_batch(log.source(), report->stats, log.bytes_read(), log.size());
     }
-  }
-  return Status::Ok();
-}
-
-int RetryBackoffMs(int attempt) { return std::min(5000, 100 << std::min(attempt, 6)); }
-
-void WarnIfTailsRendered(const BatchStats& stats) {
-  if (stats.tails_rendered == 0) return;
-  Log(LogLevel::kWarn, "bucket_tails_rendered",
-      {{"groups", stats.tails_rendered},
-       {"reason", "stored buckets did not match their members (edited, or select changed "
-                  "without rebuild); rendered from the entities, exact; run denormd verify"}});
+  };
+  hooks.on_retry = options.on_retry;
+  const std::atomic<bool> never_stop{false};
+  BatchLoop loop(log, decoder, applier, *store, nullptr, loop_options, std::move(hooks),
+                 never_stop);
+  return loop.Run();
 }
 
 }  // namespace denormd

@@ -1,4 +1,5 @@
-// Replay: applies JSON Lines event logs through the transactional batch path.
+// Replay: applies JSON Lines event logs through the transactional batch path
+// (the BatchLoop with an EventLogSource).
 //
 // Each log is a stream of its own; its position (the last applied line) is
 // committed with every batch, so a replay that is interrupted at any point
@@ -10,6 +11,7 @@
 #include <functional>
 #include <string>
 
+#include "formats/decoder.h"
 #include "projections/batch_applier.h"
 #include "projections/store.h"
 
@@ -34,19 +36,11 @@ struct ReplayReport {
   BatchStats stats;
 };
 
-// Replays one log. Returns the first non-transient error, or a transient one
-// that persisted through all attempts; everything committed before stays.
-Status ReplayLog(const Config& config, const BatchApplier& applier, Store* store,
+// Replays one log in `decoder`'s format. Returns the first non-transient
+// error, or a transient one that persisted through all attempts; everything
+// committed before stays.
+Status ReplayLog(const Decoder& decoder, const BatchApplier& applier, Store* store,
                  const std::string& path, const ReplayOptions& options, ReplayReport* report);
-
-// The pause before retry `attempt` (1, 2, ...) of a batch that failed
-// transiently: 200 ms doubling to at most 5 s. `replay` and `run` share it.
-int RetryBackoffMs(int attempt);
-
-// Warns when a batch rendered bucket tails from their entities because the
-// stored buckets did not fit (edited behind denormd's back, or a `select`
-// changed without a rebuild): the batch is exact, but `verify` is due.
-void WarnIfTailsRendered(const BatchStats& stats);
 
 }  // namespace denormd
 

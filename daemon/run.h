@@ -16,7 +16,7 @@ struct RunOptions {
 };
 
 // Runs until SIGTERM/SIGINT; returns the process exit code.
-int RunDaemon(const Config& config, const RunOptions& options);
+int RunDaemon(Config config, const RunOptions& options);
 
 }  // namespace denormd
 

@@ -6,107 +6,70 @@
 // state rather than patched with deltas, so applying is idempotent and the
 // result does not depend on how events are split into batches.
 //
-// Concurrency (several daemon instances on one database) is made safe by
-// locks, in two phases; see the comment at BatchApplier::Apply in the .cc.
+// One batch, in order (each a step of ApplyInTransaction):
+//   1. lock and load the entities the batch changes (phase 1 locks);
+//   2. apply the events in order to those states, in memory (version check,
+//      upsert, merge patch, tombstones);
+//   3. write the source rows that changed, with their reference-index rows;
+//   4. collect the affected units from the changes, through the plan (each
+//      projection and derivation says what a change affects);
+//   5. lock those units and the lookup targets named (phase 2 locks);
+//   6. recompute them (Projection::Recompute);
+//   7. record dead letters and stream positions.
+//
+// Concurrency (several daemon instances on one database) is made safe by the
+// two lock phases; the argument is at BatchApplier::Apply in the .cc.
 //
 // Thread-compatible: const methods may run concurrently on different stores.
 #ifndef DENORMD_PROJECTIONS_BATCH_APPLIER_H_
 #define DENORMD_PROJECTIONS_BATCH_APPLIER_H_
 
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
-#include "projections/document_builder.h"
-#include "projections/event.h"
+#include "projections/affected.h"
+#include "projections/batch_stats.h"
 #include "projections/projection_plan.h"
 #include "projections/store.h"
+#include "projections/stream.h"
 
 namespace denormd {
 
-// A batch after decoding: valid events in stream order, the bad ones as dead
-// letters, and the last position of every stream the batch covers.
-struct DecodedBatch {
-  struct Item {
-    SourcePosition at;
-    EntityEvent event;
-  };
-  std::vector<Item> events;
-  std::vector<DeadLetter> dead_letters;
-  std::vector<SourcePosition> last_positions;  // one per (source, partition)
-  // Optional fencing: the stored position each stream is expected to have
-  // before this batch (-1 = none). Streams not listed are not checked.
-  std::vector<SourcePosition> previous_positions;
-  size_t raw_count = 0;
-};
-
-// Decodes raw events; never fails (bad events become dead letters).
-DecodedBatch DecodeBatch(const Config& config, const std::vector<RawEvent>& raw);
-
-struct BatchStats {
-  uint64_t events = 0;              // raw events in the batch
-  uint64_t applied = 0;             // events that changed or confirmed source state
-  uint64_t stale = 0;               // skipped: version not newer than stored
-  uint64_t dead_letters = 0;
-  uint64_t entities_written = 0;
-  uint64_t units_recomputed = 0;    // documents (or bucket groups) recomputed
-  uint64_t documents_written = 0;   // rows inserted or changed
-  uint64_t documents_deleted = 0;
-  uint64_t busy_retries = 0;        // attempts rolled back because a lock was busy
-  // Bucket groups whose changed tail was spliced from the stored buckets, and
-  // those rendered from every member's entity because the stored buckets did
-  // not fit (edited documents, or a `select` changed without a rebuild).
-  uint64_t tails_spliced = 0;
-  uint64_t tails_rendered = 0;
-
-  void Add(const BatchStats& other);
-};
-
-// Units to recompute: projection index -> root ids (entity projections) or
-// group values (bucket projections).
-using UnitSet = std::map<size_t, std::set<std::string>>;
-// For bucket units changed by a batch: projection -> group -> bound. A group
-// with a bound is recomputed from the bucket holding the bound on.
-using BucketBounds = std::map<size_t, std::map<std::string, BucketBound>>;
-
 class BatchApplier {
  public:
-  explicit BatchApplier(const ProjectionPlan& plan, uint64_t tail_page_rows = 2000)
-      : plan_(plan), builder_(plan, tail_page_rows) {}
+  explicit BatchApplier(const ProjectionPlan& plan) : plan_(plan) {}
 
   // Applies `batch` in one new transaction of `store` and commits, retrying
   // internally when another writer holds a lock it needs (see the .cc). On
   // error nothing is committed; Transient errors may be retried by the caller
-  // with the same batch.
-  Status Apply(Store* store, const DecodedBatch& batch, BatchStats* stats) const;
+  // with the same batch; Conflict means another consumer moved a fenced
+  // stream (re-read the positions).
+  Status Apply(Store* store, const EventBatch& batch, BatchStats* stats) const;
 
-  // Recomputes `units` inside `txn` and writes the documents that differ;
-  // deletes the documents of units that no longer exist. Used by Apply and
-  // by rebuild. Locks nothing: the caller holds what it needs.
-  Status RecomputeUnits(StoreTransaction* txn, const UnitSet& units, BatchStats* stats,
-                        const BucketBounds* bounds = nullptr) const;
-
-  // Recomputes `units` and compares with the stored documents without
-  // writing. Appends a line per difference to `differences`.
-  Status VerifyUnits(StoreTransaction* txn, const UnitSet& units,
-                     std::vector<std::string>* differences) const;
+  const ProjectionPlan& plan() const { return plan_; }
 
  private:
-  Status ApplyInTransaction(StoreTransaction* txn, const DecodedBatch& batch, bool exclusive,
-                            BatchStats* stats) const;
+  // Every entity the batch touches: (before, after).
+  using EntityStates = std::map<EntityKey, std::pair<EntityState, EntityState>>;
+  // Per stream (source + partition): what the batch records.
+  using Streams = std::map<std::string, PositionUpdate>;
 
-  Status RecomputeBucketTails(StoreTransaction* txn, size_t projection,
-                              const std::map<std::string, BucketBound>& bounds,
-                              BatchStats* stats) const;
+  Status ApplyInTransaction(StoreTransaction& txn, const EventBatch& batch, bool exclusive,
+                            BatchStats* stats) const;
+  Status LockAndLoad(StoreTransaction& txn, const EventBatch& batch, EntityStates* states) const;
+  void ApplyEvents(const EventBatch& batch, EntityStates* states, Streams* streams,
+                   BatchStats* stats) const;
+  Status WriteSource(StoreTransaction& txn, const EntityStates& states,
+                     std::vector<EntityChange>* changes, BatchStats* stats) const;
+  Status CollectAffected(StoreTransaction& txn, const std::vector<EntityChange>& changes,
+                         AffectedUnits* affected) const;
+  Status LockAffected(StoreTransaction& txn, const AffectedUnits& affected, bool exclusive) const;
+  Status Recompute(StoreTransaction& txn, const AffectedUnits& affected, BatchStats* stats) const;
+  Status RecordStreams(StoreTransaction& txn, const EventBatch& batch, Streams* streams) const;
 
   const ProjectionPlan& plan_;
-  DocumentBuilder builder_;
 };
-
-// Lock keys (opaque strings) of an entity and of a bucket group.
-std::string EntityLockKey(const std::string& type, const std::string& id);
-std::string GroupLockKey(const std::string& projection, const std::string& group);
 
 }  // namespace denormd
 

@@ -1,5 +1,6 @@
 #include "projections/json.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <rapidjson/error/en.h>
@@ -39,6 +40,40 @@ std::string ToJson(const JsonValue& value) {
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
   value.Accept(writer);
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+namespace {
+
+void WriteCanonical(const JsonValue& value, rapidjson::Writer<rapidjson::StringBuffer>* w) {
+  if (value.IsObject()) {
+    std::vector<const JsonValue::Member*> members;
+    for (auto it = value.MemberBegin(); it != value.MemberEnd(); ++it) members.push_back(&*it);
+    std::sort(members.begin(), members.end(), [](const JsonValue::Member* a, const JsonValue::Member* b) {
+      return std::string(a->name.GetString(), a->name.GetStringLength()) <
+             std::string(b->name.GetString(), b->name.GetStringLength());
+    });
+    w->StartObject();
+    for (const JsonValue::Member* member : members) {
+      w->Key(member->name.GetString(), member->name.GetStringLength());
+      WriteCanonical(member->value, w);
+    }
+    w->EndObject();
+  } else if (value.IsArray()) {
+    w->StartArray();
+    for (const JsonValue& element : value.GetArray()) WriteCanonical(element, w);
+    w->EndArray();
+  } else {
+    value.Accept(*w);
+  }
+}
+
+}  // namespace
+
+std::string CanonicalJson(const JsonValue& value) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  WriteCanonical(value, &writer);
   return std::string(buffer.GetString(), buffer.GetSize());
 }
 

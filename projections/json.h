@@ -48,6 +48,10 @@ bool NeedsJsonEscaping(const std::string& text);
 bool SplitArrayField(const std::string& object, const std::string& field,
                      std::vector<std::string>* items);
 
+// Compact JSON with every object's members sorted by name: equal for equal
+// values whatever their spelling (jsonb reorders keys).
+std::string CanonicalJson(const JsonValue& value);
+
 // Structural equality: objects compare as unordered maps, numbers by value.
 bool JsonEquals(const JsonValue& a, const JsonValue& b);
 

@@ -1,19 +1,43 @@
 #include "projections/memory_store.h"
 
 #include <algorithm>
-#include <tuple>
+#include <functional>
 
 namespace denormd {
 
-class MemoryTransaction : public StoreTransaction {
+class MemoryTransaction : public StoreTransaction,
+                          public SourceRows,
+                          public ReferenceIndex,
+                          public DocumentTables,
+                          public StreamLedger,
+                          public WriteLocks {
  public:
-  explicit MemoryTransaction(MemoryStore* store) : store_(store), state_(store->state_) {}
+  explicit MemoryTransaction(MemoryStore* store) : store_(store), state_(store->state_) {
+    store_->open_ = true;
+  }
+  ~MemoryTransaction() override {
+    for (auto undo = undo_.rbegin(); undo != undo_.rend(); ++undo) (*undo)();
+    store_->open_ = false;
+  }
 
-  Status LockWriters(bool exclusive) override { return Status::Ok(); }
-  Status LockKeys(const std::vector<std::string>& keys, LockMode mode) override {
+  SourceRows& source() override { return *this; }
+  ReferenceIndex& index() override { return *this; }
+  DocumentTables& documents() override { return *this; }
+  StreamLedger& ledger() override { return *this; }
+  WriteLocks& locks() override { return *this; }
+
+  Status Commit() override {
+    undo_.clear();
     return Status::Ok();
   }
 
+  // WriteLocks: one transaction at a time, nothing to lock.
+  Status LockWriters(bool /*exclusive*/) override { return Status::Ok(); }
+  Status LockKeys(const std::vector<std::string>& /*keys*/, Mode /*mode*/) override {
+    return Status::Ok();
+  }
+
+  // SourceRows.
   Status LoadEntities(const std::vector<EntityKey>& keys,
                       std::vector<EntityRecord>* out) override {
     for (const EntityKey& key : keys) {
@@ -26,93 +50,19 @@ class MemoryTransaction : public StoreTransaction {
   Status WriteEntities(const std::vector<EntityWrite>& writes) override {
     for (const EntityWrite& write : writes) {
       const EntityKey& key = write.record.key;
-      for (const ReferenceRow& row : state_.references[key]) {
-        auto it = state_.index.find({key.type, row.relation, row.target});
-        if (it != state_.index.end()) {
-          it->second.erase({row.sort, key.id});
-          if (it->second.empty()) state_.index.erase(it);
-        }
+      Remember(&state_.entities, key);
+      Remember(&state_.references, key);
+      for (const MemoryState::IndexRow& row : state_.references[key]) {
+        IndexErase({key.type, row.relation, row.target}, {row.sort, key.id});
       }
-      state_.references[key] = write.references;
+      std::vector<MemoryState::IndexRow>& rows = state_.references[key];
+      rows.clear();
       for (const ReferenceRow& row : write.references) {
-        state_.index[{key.type, row.relation, row.target}].insert({row.sort, key.id});
+        rows.push_back({row.relation->name(), row.target, row.sort});
+        IndexInsert({key.type, row.relation->name(), row.target}, {row.sort, key.id});
       }
       state_.entities[key] = write.record;
     }
-    return Status::Ok();
-  }
-
-  Status FindReferrers(const std::string& type, const std::string& field,
-                       const std::vector<std::string>& targets,
-                       std::vector<Referrer>* out) override {
-    return Referrers(type, field, targets, /*with_data=*/false, out);
-  }
-
-  Status LoadReferrers(const std::string& type, const std::string& field,
-                       const std::vector<std::string>& targets,
-                       std::vector<Referrer>* out) override {
-    return Referrers(type, field, targets, /*with_data=*/true, out);
-  }
-
-  Status CountReferrers(const std::string& type, const std::string& relation,
-                        const std::vector<std::string>& targets,
-                        std::map<std::string, uint64_t>* out) override {
-    std::vector<Referrer> all;
-    DENORMD_RETURN_IF_ERROR(Referrers(type, relation, targets, false, &all));
-    for (const Referrer& r : all) (*out)[r.target]++;
-    return Status::Ok();
-  }
-
-  Status LoadFirstReferrers(const std::string& type, const std::string& relation,
-                            const std::vector<std::string>& targets, uint64_t limit,
-                            std::vector<Referrer>* out) override {
-    std::set<std::string> unique(targets.begin(), targets.end());
-    for (const std::string& target : unique) {
-      std::vector<Referrer> all = Ordered(type, relation, target);
-      if (all.size() > limit) all.resize(limit);
-      for (Referrer& r : all) out->push_back(std::move(r));
-    }
-    return Status::Ok();
-  }
-
-  Status CountReferrersFrom(const std::string& type, const std::string& relation,
-                            const std::map<std::string, ReferrerBound>& bounds,
-                            std::map<std::string, uint64_t>* out) override {
-    for (const auto& bound : bounds) {
-      uint64_t& count = (*out)[bound.first];
-      count = 0;
-      for (const Referrer& r : Ordered(type, relation, bound.first)) {
-        if (std::tie(r.sort, r.entity.key.id) >= std::tie(bound.second.sort, bound.second.id)) {
-          ++count;
-        }
-      }
-    }
-    return Status::Ok();
-  }
-
-  Status LoadReferrersAround(const std::string& type, const std::string& relation,
-                             const std::map<std::string, ReferrerBound>& bounds, uint64_t limit,
-                             std::vector<Referrer>* out) override {
-    for (const auto& bound : bounds) {
-      std::vector<Referrer> all = Ordered(type, relation, bound.first);
-      size_t first = 0;
-      while (first < all.size() && std::tie(all[first].sort, all[first].entity.key.id) <
-                                       std::tie(bound.second.sort, bound.second.id)) {
-        ++first;
-      }
-      size_t end = limit == 0 ? all.size() : std::min<size_t>(all.size(), first + limit);
-      first -= std::min<size_t>(first, bound.second.before);
-      for (size_t i = first; i < end; ++i) out->push_back(std::move(all[i]));
-    }
-    return Status::Ok();
-  }
-
-  Status FindReferrersAround(const std::string& type, const std::string& relation,
-                             const std::map<std::string, ReferrerBound>& bounds, uint64_t limit,
-                             std::vector<Referrer>* out) override {
-    size_t first = out->size();
-    DENORMD_RETURN_IF_ERROR(LoadReferrersAround(type, relation, bounds, limit, out));
-    for (size_t i = first; i < out->size(); ++i) (*out)[i].entity.data = nullptr;
     return Status::Ok();
   }
 
@@ -125,59 +75,164 @@ class MemoryTransaction : public StoreTransaction {
     return Status::Ok();
   }
 
-  Status ListReferenceTargets(const std::string& type, const std::string& relation,
-                              const std::string& after, size_t limit,
-                              std::vector<std::string>* out) override {
-    for (auto it = state_.index.upper_bound({type, relation, after});
+  // ReferenceIndex.
+  Status Scan(const Relation& relation, const std::vector<IndexRange>& ranges, Read read,
+              std::vector<Referrer>* out) override {
+    for (const IndexRange& range : ranges) {
+      for (const IndexKey& key : RangeKeys(relation, range)) {
+        Referrer referrer{range.target, key.sort, state_.entities.at({relation.entity_type(), key.id})};
+        if (read == Read::kKeys) referrer.entity.data = nullptr;
+        out->push_back(std::move(referrer));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Count(const Relation& relation, const std::vector<IndexRange>& ranges,
+               std::map<std::string, uint64_t>* out) override {
+    for (const IndexRange& range : ranges) {
+      auto it = state_.index.find({relation.entity_type(), relation.name(), range.target});
+      uint64_t& count = (*out)[range.target];
+      count = 0;
+      if (it == state_.index.end()) continue;
+      count = range.from ? std::distance(it->second.lower_bound(*range.from), it->second.end())
+                         : it->second.size();
+    }
+    return Status::Ok();
+  }
+
+  Status ListTargets(const Relation& relation, const std::string& after, size_t limit,
+                     std::vector<std::string>* out) override {
+    const std::string& type = relation.entity_type();
+    for (auto it = state_.index.upper_bound({type, relation.name(), after});
          it != state_.index.end() && std::get<0>(it->first) == type &&
-         std::get<1>(it->first) == relation && out->size() < limit;
+         std::get<1>(it->first) == relation.name() && out->size() < limit;
          ++it) {
       out->push_back(std::get<2>(it->first));
     }
     return Status::Ok();
   }
 
-  Status UpsertDocuments(const std::string& collection, const std::string& projection,
-                         const std::vector<DocumentRow>& rows, uint64_t* written) override {
-    auto& docs = state_.collections[collection];
+  // DocumentTables.
+  Status Upsert(const ProjectionConfig& projection, const std::vector<DocumentRow>& rows,
+                uint64_t* written) override {
+    auto& docs = state_.collections[projection.collection];
     for (const DocumentRow& row : rows) {
-      MemoryState::Document doc{projection, row.pk, row.json};
+      MemoryState::Document doc{projection.name, row.pk, row.json, row.bucket};
+      Remember(&docs, row.id);
+      Remember(&state_.document_writes, projection.collection);
       auto it = docs.find(row.id);
       if (it != docs.end() && it->second.projection == doc.projection &&
-          it->second.pk == doc.pk && SameJson(it->second.json, doc.json)) {
+          it->second.pk == doc.pk && SameMeta(it->second.bucket, doc.bucket) &&
+          SameJson(it->second.json, doc.json)) {
         continue;
       }
       docs[row.id] = doc;
       ++*written;
+      ++state_.document_writes[projection.collection];
     }
     return Status::Ok();
   }
 
-  Status DeleteDocuments(const std::string& collection, const std::string& projection,
-                         const std::vector<std::string>& ids, uint64_t* deleted) override {
-    auto& docs = state_.collections[collection];
-    for (const std::string& id : ids) {
-      auto it = docs.find(id);
-      if (it != docs.end() && it->second.projection == projection) {
-        docs.erase(it);
-        ++*deleted;
+  Status ProbeBuckets(const ProjectionConfig& projection,
+                      const std::vector<std::pair<std::string, IndexKey>>& probes,
+                      std::vector<BucketSlot>* out) override {
+    for (size_t i = 0; i < probes.size(); ++i) {
+      std::vector<BucketSlot> group;  // by lo
+      for (const auto& entry : state_.collections[projection.collection]) {
+        const MemoryState::Document& doc = entry.second;
+        if (doc.projection != projection.name || doc.pk != probes[i].first || !doc.bucket ||
+            !doc.bucket->lo) {
+          continue;
+        }
+        group.push_back({i, !(probes[i].second < *doc.bucket->lo), entry.first, *doc.bucket});
+      }
+      std::sort(group.begin(), group.end(), [](const BucketSlot& a, const BucketSlot& b) {
+        return *a.meta.lo < *b.meta.lo;
+      });
+      size_t split = 0;
+      while (split < group.size() && group[split].below) ++split;
+      for (size_t k = split >= kProbeWindow ? split - kProbeWindow : 0;
+           k < std::min(group.size(), split + kProbeWindow); ++k) {
+        out->push_back(group[k]);
       }
     }
     return Status::Ok();
   }
 
-  Status DeleteDocumentsExcept(const std::string& collection, const std::string& projection,
-                               const std::vector<std::string>& pks,
-                               const std::vector<std::string>& keep,
-                               uint64_t* deleted) override {
+  Status MaxBucketNumbers(const ProjectionConfig& projection,
+                          const std::vector<std::string>& groups,
+                          std::map<std::string, uint64_t>* out) override {
+    std::set<std::string> wanted(groups.begin(), groups.end());
+    for (const auto& entry : state_.collections[projection.collection]) {
+      const MemoryState::Document& doc = entry.second;
+      if (doc.projection != projection.name || !doc.pk || !wanted.count(*doc.pk) || !doc.bucket) {
+        continue;
+      }
+      auto inserted = out->emplace(*doc.pk, doc.bucket->number);
+      if (!inserted.second) inserted.first->second = std::max(inserted.first->second, doc.bucket->number);
+    }
+    return Status::Ok();
+  }
+
+  Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group, int64_t step,
+                        uint64_t* written) override {
+    std::vector<std::pair<IndexKey, MemoryState::Document*>> buckets;
+    for (auto& entry : state_.collections[projection.collection]) {
+      MemoryState::Document& doc = entry.second;
+      if (doc.projection == projection.name && doc.pk == group && doc.bucket && doc.bucket->lo) {
+        buckets.emplace_back(*doc.bucket->lo, &doc);
+      }
+    }
+    std::sort(buckets.begin(), buckets.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    auto& docs = state_.collections[projection.collection];
+    Remember(&state_.document_writes, projection.collection);
+    for (auto& entry : docs) {
+      if (entry.second.pk == group) Remember(&docs, entry.first);
+    }
+    for (size_t rank = 0; rank < buckets.size(); ++rank) {
+      MemoryState::Document& doc = *buckets[rank].second;
+      doc.bucket->seq = static_cast<int64_t>(rank) * step;
+      JsonDocument json;
+      if (!ParseJson(doc.json, &json).ok()) return Status::Fatal("a stored bucket is not JSON");
+      json["seq"].SetInt64(doc.bucket->seq);
+      doc.json = ToJson(json);
+      ++*written;
+      ++state_.document_writes[projection.collection];
+    }
+    return Status::Ok();
+  }
+
+  Status Delete(const ProjectionConfig& projection, const std::vector<std::string>& ids,
+                uint64_t* deleted) override {
+    auto& docs = state_.collections[projection.collection];
+    for (const std::string& id : ids) {
+      Remember(&docs, id);
+      Remember(&state_.document_writes, projection.collection);
+      auto it = docs.find(id);
+      if (it != docs.end() && it->second.projection == projection.name) {
+        docs.erase(it);
+        ++*deleted;
+        ++state_.document_writes[projection.collection];
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status DeleteByPkExcept(const ProjectionConfig& projection, const std::vector<std::string>& pks,
+                          const std::vector<std::string>& keep, uint64_t* deleted) override {
     std::set<std::string> kept(keep.begin(), keep.end());
     std::set<std::string> groups(pks.begin(), pks.end());
-    auto& docs = state_.collections[collection];
+    auto& docs = state_.collections[projection.collection];
     for (auto it = docs.begin(); it != docs.end();) {
-      if (it->second.projection == projection && it->second.pk &&
+      if (it->second.projection == projection.name && it->second.pk &&
           groups.count(*it->second.pk) && !kept.count(it->first)) {
+        Remember(&docs, it->first);
+        Remember(&state_.document_writes, projection.collection);
         it = docs.erase(it);
         ++*deleted;
+        ++state_.document_writes[projection.collection];
       } else {
         ++it;
       }
@@ -185,38 +240,35 @@ class MemoryTransaction : public StoreTransaction {
     return Status::Ok();
   }
 
-  Status LoadDocuments(const std::string& collection, const std::string& projection,
-                       const std::vector<std::string>& ids,
-                       std::vector<DocumentRow>* out) override {
-    auto& docs = state_.collections[collection];
+  Status Load(const ProjectionConfig& projection, const std::vector<std::string>& ids,
+              std::vector<DocumentRow>* out) override {
+    auto& docs = state_.collections[projection.collection];
     for (const std::string& id : ids) {
       auto it = docs.find(id);
-      if (it != docs.end() && it->second.projection == projection) {
-        out->push_back({id, it->second.pk, it->second.json});
+      if (it != docs.end() && it->second.projection == projection.name) {
+        out->push_back({id, it->second.pk, it->second.json, it->second.bucket});
       }
     }
     return Status::Ok();
   }
 
-  Status LoadDocumentsByPk(const std::string& collection, const std::string& projection,
-                           const std::vector<std::string>& pks,
-                           std::vector<DocumentRow>* out) override {
+  Status LoadByPk(const ProjectionConfig& projection, const std::vector<std::string>& pks,
+                  std::vector<DocumentRow>* out) override {
     std::set<std::string> wanted(pks.begin(), pks.end());
-    for (const auto& entry : state_.collections[collection]) {
+    for (const auto& entry : state_.collections[projection.collection]) {
       const MemoryState::Document& doc = entry.second;
-      if (doc.projection == projection && doc.pk && wanted.count(*doc.pk)) {
-        out->push_back({entry.first, doc.pk, doc.json});
+      if (doc.projection == projection.name && doc.pk && wanted.count(*doc.pk)) {
+        out->push_back({entry.first, doc.pk, doc.json, doc.bucket});
       }
     }
     return Status::Ok();
   }
 
-  Status ListDocumentKeys(const std::string& collection, const std::string& projection,
-                          bool by_pk, const std::string& after, size_t limit,
-                          std::vector<std::string>* out) override {
+  Status ListKeys(const ProjectionConfig& projection, bool by_pk, const std::string& after,
+                  size_t limit, std::vector<std::string>* out) override {
     std::set<std::string> keys;
-    for (const auto& entry : state_.collections[collection]) {
-      if (entry.second.projection != projection) continue;
+    for (const auto& entry : state_.collections[projection.collection]) {
+      if (entry.second.projection != projection.name) continue;
       const std::string* key = by_pk ? (entry.second.pk ? &*entry.second.pk : nullptr)
                                      : &entry.first;
       if (key != nullptr && *key > after) keys.insert(*key);
@@ -228,6 +280,7 @@ class MemoryTransaction : public StoreTransaction {
     return Status::Ok();
   }
 
+  // StreamLedger.
   Status LoadPositions(const std::string& source, std::vector<StoredPosition>* out) override {
     for (const auto& entry : state_.positions) {
       if (entry.first.first == source) out->push_back(entry.second);
@@ -248,6 +301,7 @@ class MemoryTransaction : public StoreTransaction {
       }
     }
     for (const PositionUpdate& update : updates) {
+      Remember(&state_.positions, {update.at.source, update.at.partition});
       StoredPosition& stored = state_.positions[{update.at.source, update.at.partition}];
       stored.at = update.at;
       stored.applied += update.applied;
@@ -258,58 +312,82 @@ class MemoryTransaction : public StoreTransaction {
   }
 
   Status AddDeadLetters(const std::vector<DeadLetter>& letters) override {
+    const size_t size = state_.dead_letters.size();
+    undo_.push_back([this, size] { state_.dead_letters.resize(size); });
     state_.dead_letters.insert(state_.dead_letters.end(), letters.begin(), letters.end());
     return Status::Ok();
   }
 
-  Status Commit() override {
-    if (!store_->fail_next_commit_.ok()) {
-      Status failure = store_->fail_next_commit_;
-      store_->fail_next_commit_ = Status::Ok();
-      return failure;
-    }
-    store_->state_ = std::move(state_);
-    return Status::Ok();
+ private:
+  static bool SameMeta(const std::optional<BucketMeta>& a, const std::optional<BucketMeta>& b) {
+    if (!a || !b) return !a && !b;
+    return a->number == b->number && a->seq == b->seq && a->lo == b->lo &&
+           a->members == b->members;
   }
 
- private:
   static bool SameJson(const std::string& a, const std::string& b) {
     if (a == b) return true;
     JsonDocument x, y;
     return ParseJson(a, &x).ok() && ParseJson(b, &y).ok() && JsonEquals(x, y);
   }
 
-  // The live referrers of one target in (sort, id) order, with data.
-  std::vector<Referrer> Ordered(const std::string& type, const std::string& relation,
-                                const std::string& target) {
-    std::vector<Referrer> out;
-    auto it = state_.index.find({type, relation, target});
-    if (it == state_.index.end()) return out;
-    for (const auto& entry : it->second) {
-      const EntityRecord& record = state_.entities.at({type, entry.second});
-      if (!record.deleted) out.push_back({target, entry.first, record});
+  // The keys of a range, in the range's order, at most its limit. The index
+  // holds live entities only (tombstones have no rows).
+  std::vector<IndexKey> RangeKeys(const Relation& relation, const IndexRange& range) const {
+    std::vector<IndexKey> keys;
+    auto it = state_.index.find({relation.entity_type(), relation.name(), range.target});
+    if (it == state_.index.end()) return keys;
+    const std::set<IndexKey>& all = it->second;
+    const size_t limit = range.limit == 0 ? all.size() : range.limit;
+    if (range.backward) {
+      auto end = range.from ? all.lower_bound(*range.from) : all.end();
+      for (auto at = std::make_reverse_iterator(end); at != all.rend() && keys.size() < limit; ++at) {
+        keys.push_back(*at);
+      }
+    } else {
+      auto at = range.from ? all.lower_bound(*range.from) : all.begin();
+      for (; at != all.end() && keys.size() < limit; ++at) keys.push_back(*at);
     }
-    return out;
+    return keys;
   }
 
-  Status Referrers(const std::string& type, const std::string& field,
-                   const std::vector<std::string>& targets, bool with_data,
-                   std::vector<Referrer>* out) {
-    std::set<std::string> unique(targets.begin(), targets.end());
-    for (const std::string& target : unique) {
-      for (Referrer& referrer : Ordered(type, field, target)) {
-        if (!with_data) referrer.entity.data = nullptr;
-        out->push_back(std::move(referrer));
-      }
+  using IndexTarget = std::tuple<std::string, std::string, std::string>;
+
+  // Index rows change one key at a time, journaled one key at a time (a hot
+  // target holds thousands of keys).
+  void IndexErase(const IndexTarget& target, const IndexKey& key) {
+    auto it = state_.index.find(target);
+    if (it == state_.index.end() || it->second.erase(key) == 0) return;
+    if (it->second.empty()) state_.index.erase(it);
+    undo_.push_back([this, target, key] { state_.index[target].insert(key); });
+  }
+  void IndexInsert(const IndexTarget& target, const IndexKey& key) {
+    if (!state_.index[target].insert(key).second) return;
+    undo_.push_back([this, target, key] {
+      auto it = state_.index.find(target);
+      it->second.erase(key);
+      if (it->second.empty()) state_.index.erase(it);
+    });
+  }
+
+  // Journals the current value of `map[key]` (or its absence) for rollback.
+  template <typename Map>
+  void Remember(Map* map, const typename Map::key_type& key) {
+    auto it = map->find(key);
+    if (it == map->end()) {
+      undo_.push_back([map, key] { map->erase(key); });
+    } else {
+      undo_.push_back([map, key, value = it->second] { (*map)[key] = value; });
     }
-    return Status::Ok();
   }
 
   MemoryStore* store_;
-  MemoryState state_;
+  MemoryState& state_;
+  std::vector<std::function<void()>> undo_;
 };
 
 Status MemoryStore::Begin(std::unique_ptr<StoreTransaction>* out) {
+  if (open_) return Status::Fatal("a MemoryStore transaction is already open");
   out->reset(new MemoryTransaction(this));
   return Status::Ok();
 }

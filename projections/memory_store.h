@@ -1,9 +1,11 @@
-// MemoryStore: the Store interface in process memory, for unit tests of the
-// projection language and the batch logic without a database server.
+// MemoryStore: the Store in process memory, for tests of the projection
+// language and the batch logic without a database server (and for
+// `denormd test`).
 //
-// Each transaction works on a private copy of the whole state and swaps it in
-// on Commit(), so uncommitted work is invisible and a dropped transaction
-// rolls back. Locks are no-ops (one transaction at a time). Not for large data.
+// A transaction writes the state in place and journals how to undo each
+// write; a transaction destroyed without Commit() undoes them in reverse, so
+// a failed batch leaves nothing behind. Only one transaction may be open at a
+// time (Begin fails otherwise); locks are no-ops.
 #ifndef DENORMD_PROJECTIONS_MEMORY_STORE_H_
 #define DENORMD_PROJECTIONS_MEMORY_STORE_H_
 
@@ -22,31 +24,38 @@ struct MemoryState {
     std::string projection;
     std::optional<std::string> pk;
     std::string json;
+    std::optional<BucketMeta> bucket;
+  };
+  // The index rows of one entity, as (relation name, target, sort).
+  struct IndexRow {
+    std::string relation;
+    std::string target;
+    std::string sort;
   };
   std::map<EntityKey, EntityRecord> entities;
-  std::map<EntityKey, std::vector<ReferenceRow>> references;
-  // (type, relation, target) -> (sort, id), in referrer order
-  std::map<std::tuple<std::string, std::string, std::string>,
-           std::set<std::pair<std::string, std::string>>>
-      index;
+  std::map<EntityKey, std::vector<IndexRow>> references;
+  // (type, relation name, target) -> keys of its referrers, in order
+  std::map<std::tuple<std::string, std::string, std::string>, std::set<IndexKey>> index;
   std::map<std::string, std::map<std::string, Document>> collections;  // collection -> id -> doc
+  // Documents written or deleted per collection, ever (for tests that bound
+  // what a change costs).
+  std::map<std::string, uint64_t> document_writes;
   std::map<std::pair<std::string, int32_t>, StoredPosition> positions;
   std::vector<DeadLetter> dead_letters;
 };
 
 class MemoryStore : public Store {
  public:
+  // Fails (Fatal) while another transaction of this store is open.
   Status Begin(std::unique_ptr<StoreTransaction>* out) override;
 
   const MemoryState& state() const { return state_; }
   MemoryState* mutable_state() { return &state_; }
-  // Makes the next Commit() fail with `status` (once), to test rollback.
-  void FailNextCommit(Status status) { fail_next_commit_ = std::move(status); }
 
  private:
   friend class MemoryTransaction;
   MemoryState state_;
-  Status fail_next_commit_;
+  bool open_ = false;
 };
 
 }  // namespace denormd

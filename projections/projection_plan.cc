@@ -2,59 +2,85 @@
 
 #include <algorithm>
 
+#include "projections/buckets/bucket_projection.h"
+#include "projections/derivations/registry.h"
+#include "projections/entity_projection.h"
+
 namespace denormd {
 
-ProjectionPlan::ProjectionPlan(const Config& config) : config_(config) {
+// Binds the fields of one projection at a time; relations are interned in
+// the plan.
+class ProjectionPlan::Builder : public PlanBuilder {
+ public:
+  explicit Builder(ProjectionPlan* plan) : plan_(plan) {}
+
+  void Start(const ProjectionConfig& projection, size_t index) {
+    projection_ = &projection;
+    index_ = index;
+  }
+  const ProjectionConfig& projection() const override { return *projection_; }
+  size_t projection_index() const override { return index_; }
+
+  const Relation& UseRelation(const std::string& entity_type, const Path& path,
+                              const OrderBy* order, Relation::Flavour flavour) override {
+    auto relation = std::make_unique<Relation>(entity_type, path, order, flavour);
+    std::vector<const Relation*>& relations = plan_->types_[entity_type].relations;
+    for (const Relation* existing : relations) {
+      if (existing->name() == relation->name()) return *existing;
+    }
+    relations.push_back(relation.get());
+    plan_->relations_.push_back(std::move(relation));
+    return *plan_->relations_.back();
+  }
+
+ private:
+  ProjectionPlan* plan_;
+  const ProjectionConfig* projection_ = nullptr;
+  size_t index_ = 0;
+};
+
+ProjectionPlan::ProjectionPlan(const Config& config, PlanOptions options) : config_(config) {
+  Builder builder(this);
   for (size_t p = 0; p < config.projections.size(); ++p) {
     const ProjectionConfig& projection = config.projections[p];
+    builder.Start(projection, p);
     if (projection.kind == ProjectionConfig::Kind::kBuckets) {
-      types_[projection.buckets].bucket_projections.push_back(p);
-      AddRelation(projection.buckets, &projection.by, &projection.order_by, true);
-      continue;
-    }
-    types_[projection.from].own_projections.push_back(p);
-    for (const auto& field : projection.fields) {
-      const Expression& expression = field.second;
-      switch (expression.kind) {
-        case Expression::Kind::kCount:
-        case Expression::Kind::kIds:
-          types_[expression.entity].as_child.push_back({p, &expression});
-          AddRelation(expression.entity, &expression.via, nullptr, false);
-          break;
-        case Expression::Kind::kEmbed:
-          types_[expression.entity].as_child.push_back({p, &expression});
-          AddRelation(expression.entity, &expression.via, &expression.order_by, false);
-          break;
-        case Expression::Kind::kLookup:
-          types_[expression.entity].as_lookup_target.push_back({p, &expression});
-          types_[projection.from].lookups.push_back({p, &expression});
-          AddRelation(projection.from, &expression.by, nullptr, false);
-          break;
-        default:
-          break;
+      projections_.push_back(
+          std::make_unique<BucketProjection>(projection, p, builder, options.bucket_page_rows));
+    } else {
+      std::vector<EntityProjection::Field> fields;
+      for (const auto& field : projection.fields) {
+        const Expression& expression = field.second;
+        std::unique_ptr<Derivation> derivation;
+        if (expression.kind == Expression::Kind::kDerived) {
+          // Every spec of a parsed Config was made by a registered kind.
+          derivation = FindDerivationKind(expression.derivation)->Bind(*expression.spec, builder);
+          for (const std::string& type : derivation->DependsOn()) {
+            types_[type].dependents.push_back(derivation.get());
+          }
+        } else {
+          derivation = ScalarField(expression);
+        }
+        fields.emplace_back(field.first, std::move(derivation));
       }
+      projections_.push_back(std::make_unique<EntityProjection>(projection, p, std::move(fields)));
     }
+    types_[projections_.back()->unit_type()].projections.push_back(projections_.back().get());
   }
 }
 
-std::string RelationName(const Path& path, const OrderBy* order, bool strings_only) {
-  std::string name = path.text;
-  if (order != nullptr && order->present) {
-    name += std::string(" order ") + (order->descending ? "-" : "") + order->path.text;
-  }
-  if (strings_only) name += " group";
-  return name;
-}
+ProjectionPlan::~ProjectionPlan() = default;
 
-void ProjectionPlan::AddRelation(const std::string& type, const Path* path, const OrderBy* order,
-                                 bool strings_only) {
-  Relation relation{RelationName(*path, order, strings_only), path,
-                    order != nullptr && order->present ? order : nullptr, strings_only};
-  std::vector<Relation>& relations = types_[type].relations;
-  for (const Relation& existing : relations) {
-    if (existing.name == relation.name) return;
+std::vector<ReferenceRow> ProjectionPlan::ReferenceRowsOf(const EntityRecord& record) const {
+  std::vector<ReferenceRow> rows;
+  if (!record.live()) return rows;
+  for (const Relation* relation : ForType(record.key.type).relations) {
+    std::vector<std::string> targets = relation->Targets(record.key.id, *record.data);
+    if (targets.empty()) continue;
+    std::string sort = relation->SortKey(record.key.id, *record.data);
+    for (std::string& target : targets) rows.push_back({relation, std::move(target), sort});
   }
-  relations.push_back(relation);
+  return rows;
 }
 
 std::string ProjectionPlan::IndexFingerprint() const {
@@ -63,7 +89,7 @@ std::string ProjectionPlan::IndexFingerprint() const {
     if (type.second.relations.empty()) continue;
     out += type.first + ":";
     std::vector<std::string> names;
-    for (const Relation& relation : type.second.relations) names.push_back(relation.name);
+    for (const Relation* relation : type.second.relations) names.push_back(relation->name());
     std::sort(names.begin(), names.end());
     for (const std::string& name : names) out += " [" + name + "]";
     out += "\n";

@@ -1,81 +1,79 @@
-// ProjectionPlan: the configuration turned inside out. For each entity type it
-// lists which documents a change of such an entity can affect, and which of
-// its fields the reference index must cover.
+// ProjectionPlan: the configuration turned into the engine's objects and
+// inside out.
+//
+// It builds one Projection per configured projection (entity projections
+// with a Derivation per field; bucket projections), owns the Relation
+// objects they read (one per distinct relation; handed out through
+// PlanBuilder::UseRelation, never re-spelled), and lists for each entity type
+// which projections and derivations a change of such an entity can affect,
+// and which relations the reference index keeps for it.
 //
 // A document depends only on its root entity and on entities one relation
-// away (count/ids/embed children, lookup targets, bucket members), so a change
-// never propagates further than one step. Immutable after construction;
-// borrows the Config, which must outlive it.
+// away (count/ids/embed children, lookup targets, bucket members), so a
+// change never propagates further than one step. Immutable after
+// construction; borrows the Config, which must outlive it.
 #ifndef DENORMD_PROJECTIONS_PROJECTION_PLAN_H_
 #define DENORMD_PROJECTIONS_PROJECTION_PLAN_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
+#include "projections/derivation.h"
+#include "projections/projection.h"
+#include "projections/relation.h"
 
 namespace denormd {
 
-// A field of projection `projection` whose value is derived from entities of
-// another type through `expression` (count, ids, embed or lookup).
-struct RelationUse {
-  size_t projection = 0;
-  const Expression* expression = nullptr;
-};
-
-// A relation in the reference index: which ids an entity names in `path`
-// (the string, or the array's strings; only a string when `strings_only`),
-// each row carrying the entity's sort key for `order` (OrderKey; empty when
-// there is no order, i.e. ordered by id). Its rows are stored under `name`,
-// so PostgreSQL can count, order and page an entity's children by index.
-struct Relation {
-  std::string name;
-  const Path* path = nullptr;
-  const OrderBy* order = nullptr;  // null or !present: by id
-  bool strings_only = false;       // buckets: only string values group
-};
-
-// The relation name for a path, an optional order and the grouping flag.
-std::string RelationName(const Path& path, const OrderBy* order, bool strings_only);
-
 struct EntityTypePlan {
-  // Entity projections `from` this type: the entity's own documents.
-  std::vector<size_t> own_projections;
-  // count/ids/embed fields whose children are of this type: a change affects
-  // the documents of the parents named by the child's `via` field.
-  std::vector<RelationUse> as_child;
-  // lookup fields whose targets are of this type: a change affects the
-  // documents whose `by` field names this entity.
-  std::vector<RelationUse> as_lookup_target;
-  // lookup fields of projections from this type (their targets are locked
-  // when such an entity changes; see BatchApplier).
-  std::vector<RelationUse> lookups;
-  // bucket projections grouping this type.
-  std::vector<size_t> bucket_projections;
-  // The relations whose rows the reference index stores for entities of this
-  // type, unique by name.
-  std::vector<Relation> relations;
+  // Projections whose units a change of such an entity names directly
+  // (entity projections from it; bucket projections grouping it).
+  std::vector<const Projection*> projections;
+  // Derivations of other documents that a change of such an entity can
+  // affect (count/ids/embed of its parents, lookups of it, lookups by it).
+  std::vector<const Derivation*> dependents;
+  // The relations the reference index keeps rows of for such an entity.
+  std::vector<const Relation*> relations;
+};
+
+// Tuning of the engine that does not change what it computes.
+struct PlanOptions {
+  // Members read per bucket group and page when a bucket tail is rewritten
+  // (small values exercise paging in tests).
+  uint64_t bucket_page_rows = 2000;
 };
 
 class ProjectionPlan {
  public:
-  explicit ProjectionPlan(const Config& config);
+  explicit ProjectionPlan(const Config& config, PlanOptions options = PlanOptions());
+  ~ProjectionPlan();
+  ProjectionPlan(const ProjectionPlan&) = delete;
+  ProjectionPlan& operator=(const ProjectionPlan&) = delete;
 
   const Config& config() const { return config_; }
+  // In Config::projections order.
+  const std::vector<std::unique_ptr<Projection>>& projections() const { return projections_; }
+  const Projection& projection(size_t index) const { return *projections_[index]; }
+
+  // The plan of `type`; an empty plan for a type no projection mentions.
+  const EntityTypePlan& ForType(const std::string& type) const;
+
+  // The reference-index rows of an entity (none for a tombstone).
+  std::vector<ReferenceRow> ReferenceRowsOf(const EntityRecord& record) const;
 
   // What the reference index holds, as text: each entity type with the names
   // of its relations. An index built for another fingerprint lacks rows (or
   // sort keys) the projections need, and must be rebuilt.
   std::string IndexFingerprint() const;
-  // The plan of `type`; an empty plan for a type no projection mentions.
-  const EntityTypePlan& ForType(const std::string& type) const;
 
  private:
-  void AddRelation(const std::string& type, const Path* path, const OrderBy* order,
-                   bool strings_only);
+  class Builder;
 
   const Config& config_;
+  std::vector<std::unique_ptr<Relation>> relations_;
+  std::vector<std::unique_ptr<Projection>> projections_;
   std::map<std::string, EntityTypePlan> types_;
   EntityTypePlan empty_;
 };

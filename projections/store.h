@@ -1,16 +1,19 @@
-// The store behind the projection engine: source entities, the reference
-// index, projection documents, consumer positions and dead letters.
+// The store behind the projection engine, split by role: the source rows,
+// the reference index, the document tables, the stream ledger (positions and
+// dead letters) and the write locks. A StoreTransaction hands out each role;
+// an implementation may serve all of them with one object, or put a second
+// implementation of one role (another sink for documents) in front of it.
 //
-// Two implementations: connectors/postgres_store (the product) and
-// projections/memory_store (in-process, for unit tests of the language). The
+// Two stores: connectors/postgres_store (the product) and
+// projections/memory_store (in process, for tests and `denormd test`). The
 // engine sees only these interfaces, so the same tests run against both.
 //
 // All work happens in a StoreTransaction. Its reads see the transaction's own
 // writes. Nothing is visible to others until Commit(); a transaction that is
 // destroyed without Commit() rolls back. Every method returns Transient for
 // failures a retry of the whole batch can cure (lost connection, deadlock,
-// serialization failure) and Fatal otherwise; after any error the transaction
-// must be abandoned.
+// serialization failure), Busy for a lock asked for without waiting, and Fatal
+// otherwise; after any error the transaction must be abandoned.
 //
 // Not thread-safe: one thread uses a Store and its transaction at a time.
 #ifndef DENORMD_PROJECTIONS_STORE_H_
@@ -21,28 +24,25 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "common/status.h"
-#include "projections/event.h"
-#include "projections/json.h"
+#include "config/config.h"
+#include "projections/entity.h"
+#include "projections/relation.h"
+#include "projections/stream.h"
 
 namespace denormd {
 
-// The stored state of an entity: live, or a tombstone left by a delete.
-struct EntityRecord {
-  EntityKey key;
-  std::optional<uint64_t> version;
-  bool deleted = false;
-  JsonPtr data;  // null when deleted
-};
+// ---------------------------------------------------------------------------
+// Source rows: the normalized entities, with their reference-index rows.
 
-// One row of the reference index: entity `id` of `type` names `target` in
-// relation `relation` (see Relation in projection_plan.h), with its sort key
-// for that relation's order (empty: by id).
+// One row of the reference index: the entity names `target` in `relation`,
+// with its sort key for that relation's order (empty: by id).
 struct ReferenceRow {
-  std::string relation;
+  const Relation* relation = nullptr;
   std::string target;
   std::string sort;
 };
@@ -52,146 +52,200 @@ struct EntityWrite {
   std::vector<ReferenceRow> references;  // replaces the entity's previous rows
 };
 
+class SourceRows {
+ public:
+  virtual ~SourceRows() = default;
+  // Loads the stored records (live or tombstone) of those keys that exist.
+  virtual Status LoadEntities(const std::vector<EntityKey>& keys,
+                              std::vector<EntityRecord>* out) = 0;
+  // Writes entity records with their reference rows (and keeps the index's
+  // per-target counts equal to its rows).
+  virtual Status WriteEntities(const std::vector<EntityWrite>& writes) = 0;
+  // Live entity ids of `type` greater than `after`, ascending, at most `limit`.
+  virtual Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
+                               std::vector<std::string>* out) = 0;
+};
+
+// ---------------------------------------------------------------------------
+// The reference index, read like a LevelDB iterator: one ordered scan
+// primitive; count, first-N, "around a key" and "everything" are built on it
+// (projections/reference_index.h).
+
+// A referrer's place in its target's order: (sort key, id), compared as bytes.
+struct IndexKey {
+  std::string sort;
+  std::string id;
+  bool operator<(const IndexKey& o) const { return std::tie(sort, id) < std::tie(o.sort, o.id); }
+  bool operator<=(const IndexKey& o) const { return !(o < *this); }
+  bool operator==(const IndexKey& o) const { return sort == o.sort && id == o.id; }
+};
+
 // A referring entity found through the index: `target` is the id it names.
+// Scan returns referrers in no particular order; GroupByTarget
+// (reference_index.h) sorts them.
 struct Referrer {
   std::string target;
   std::string sort;     // the relation's sort key; referrers order by (sort, id)
-  EntityRecord entity;  // entity.data is null when loaded by FindReferrers
+  EntityRecord entity;  // entity.data is null when read with Read::kKeys
+
+  IndexKey key() const { return {sort, entity.key.id}; }
 };
 
-// A projection document as stored: table row (id, doc, pk) owned by `projection`.
+// One contiguous range of one target's referrers.
+//   forward:  the referrers at or after `from` (from the first when absent),
+//             ascending
+//   backward: the referrers before `from` (from the last when absent),
+//             descending
+// At most `limit` of them (0: all).
+struct IndexRange {
+  std::string target;
+  std::optional<IndexKey> from;
+  bool backward = false;
+  uint64_t limit = 0;
+};
+
+class ReferenceIndex {
+ public:
+  enum class Read { kKeys, kKeysAndData };
+  virtual ~ReferenceIndex() = default;
+  // The referrers (live entities of relation.entity_type()) of each range,
+  // in any order. kKeysAndData loads each referrer's record too.
+  virtual Status Scan(const Relation& relation, const std::vector<IndexRange>& ranges, Read read,
+                      std::vector<Referrer>* out) = 0;
+  // How many referrers each range holds (`backward` and `limit` ignored),
+  // keyed by target (each target at most once per call). Counted by the store
+  // so that no keys travel: ranges without `from` are read from the counts it
+  // keeps per target, one row each.
+  virtual Status Count(const Relation& relation, const std::vector<IndexRange>& ranges,
+                       std::map<std::string, uint64_t>* out) = 0;
+  // Distinct targets named in `relation` by live entities, greater than
+  // `after`, ascending, at most `limit`.
+  virtual Status ListTargets(const Relation& relation, const std::string& after, size_t limit,
+                             std::vector<std::string>* out) = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Document tables: one table per collection; each row belongs to one
+// projection (several projections may share a collection).
+
+// Where a bucket document sits in its group (bucket projections only),
+// kept in columns next to the document.
+struct BucketMeta {
+  uint64_t number = 0;         // the n of its id "<group>:<n>"; never changes
+  int64_t seq = 0;             // readers page a group by ascending seq
+  std::optional<IndexKey> lo;  // its first member's key (stable layout)
+  uint64_t members = 0;        // how many members it holds
+};
+
+// A projection document as stored: table row (id, doc, pk), and for a
+// bucket its place in the group.
 struct DocumentRow {
   std::string id;
   std::optional<std::string> pk;
   std::string json;
+  std::optional<BucketMeta> bucket;
 };
 
-// Per-stream progress recorded with a batch.
-struct PositionUpdate {
-  SourcePosition at;       // the last event of the batch in this stream
-  // When set, the position this batch started from (-1: none stored yet).
-  // SavePositions fails with Conflict if the stored position differs: another
-  // consumer applied events of this stream meanwhile (a zombie instance after
-  // a rebalance, or a second replay of one log).
-  std::optional<int64_t> expected_previous;
-  uint64_t applied = 0;    // events applied (not stale, not dead)
-  uint64_t stale = 0;      // events skipped as stale
-  uint64_t dead = 0;       // events sent to dead letters
+// A bucket found around a key of its group (DocumentTables::ProbeBuckets).
+struct BucketSlot {
+  size_t probe = 0;   // index of the probe it answers
+  bool below = false; // first member at or before the probe's key (else after)
+  std::string id;
+  BucketMeta meta;
 };
 
-struct StoredPosition {
-  SourcePosition at;
-  uint64_t applied = 0;
-  uint64_t stale = 0;
-  uint64_t dead = 0;
-};
-
-struct DeadLetter {
-  SourcePosition at;
-  std::string raw;
-  std::string reason;
-};
-
-class StoreTransaction {
+class DocumentTables {
  public:
-  virtual ~StoreTransaction() = default;
+  virtual ~DocumentTables() = default;
+  // Upserts documents of `projection` (with their bucket metadata); rows
+  // equal to the stored ones are not rewritten. Adds the rows actually
+  // written to *written (and deleted ones to *deleted below).
+  virtual Status Upsert(const ProjectionConfig& projection, const std::vector<DocumentRow>& rows,
+                        uint64_t* written) = 0;
+  virtual Status Delete(const ProjectionConfig& projection, const std::vector<std::string>& ids,
+                        uint64_t* deleted) = 0;
+  // Deletes the documents of `projection` whose pk is one of `pks`, except
+  // those with an id in `keep`.
+  virtual Status DeleteByPkExcept(const ProjectionConfig& projection,
+                                  const std::vector<std::string>& pks,
+                                  const std::vector<std::string>& keep, uint64_t* deleted) = 0;
+  // Stored documents of `projection` with the given ids.
+  virtual Status Load(const ProjectionConfig& projection, const std::vector<std::string>& ids,
+                      std::vector<DocumentRow>* out) = 0;
+  // Stored documents of `projection` whose pk is one of `pks`.
+  virtual Status LoadByPk(const ProjectionConfig& projection, const std::vector<std::string>& pks,
+                          std::vector<DocumentRow>* out) = 0;
+  // Ids (`by_pk` false) or distinct pks (true) of stored documents of
+  // `projection` greater than `after`, ascending, at most `limit`.
+  virtual Status ListKeys(const ProjectionConfig& projection, bool by_pk, const std::string& after,
+                          size_t limit, std::vector<std::string>* out) = 0;
 
+  // Bucket projections (`stable` layout). For each probe (group, key): the
+  // up to `kProbeWindow` buckets of the group whose first member is at or
+  // before the key (nearest first) and the up to `kProbeWindow` after it, by
+  // their `lo`, metadata only (json empty).
+  static constexpr size_t kProbeWindow = 3;
+  virtual Status ProbeBuckets(const ProjectionConfig& projection,
+                              const std::vector<std::pair<std::string, IndexKey>>& probes,
+                              std::vector<BucketSlot>* out) = 0;
+  // The largest bucket number of each group that has buckets.
+  virtual Status MaxBucketNumbers(const ProjectionConfig& projection,
+                                  const std::vector<std::string>& groups,
+                                  std::map<std::string, uint64_t>* out) = 0;
+  // Renumbers the seq of every bucket of `group` to rank * `step` in the
+  // order of their `lo` (column and document); *written counts rows.
+  virtual Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group,
+                                int64_t step, uint64_t* written) = 0;
+};
+
+// ---------------------------------------------------------------------------
+// The stream ledger: where each stream is, and what could not be applied.
+
+class StreamLedger {
+ public:
+  virtual ~StreamLedger() = default;
+  virtual Status LoadPositions(const std::string& source, std::vector<StoredPosition>* out) = 0;
+  // Fails with Conflict when a fenced stream moved (PositionUpdate).
+  virtual Status SavePositions(const std::vector<PositionUpdate>& updates) = 0;
+  virtual Status AddDeadLetters(const std::vector<DeadLetter>& letters) = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Write locks (see the protocol at BatchApplier::Apply).
+
+class WriteLocks {
+ public:
+  enum class Mode { kWait, kNoWait };
+  virtual ~WriteLocks() = default;
   // Joins the writers of the schema: shared (every batch and rebuild page,
   // first thing in the transaction) or exclusive (a batch that could not get
   // its locks without waiting, retried alone). Blocks until granted.
   virtual Status LockWriters(bool exclusive) = 0;
-
   // Takes transaction-scoped exclusive locks on opaque keys, in an order of
   // the store's own (the same for every caller). kWait blocks until all are
   // granted; kNoWait fails with Busy at once if any is held by another
   // transaction. Re-entrant; released at commit or rollback.
-  enum class LockMode { kWait, kNoWait };
-  virtual Status LockKeys(const std::vector<std::string>& keys, LockMode mode) = 0;
+  virtual Status LockKeys(const std::vector<std::string>& keys, Mode mode) = 0;
+};
 
-  // Loads the stored records (live or tombstone) of those keys that exist.
-  virtual Status LoadEntities(const std::vector<EntityKey>& keys,
-                              std::vector<EntityRecord>* out) = 0;
-  // Writes entity records with their reference rows.
-  virtual Status WriteEntities(const std::vector<EntityWrite>& writes) = 0;
+// Lock keys: an entity, and a bucket group of a projection.
+std::string EntityLockKey(const std::string& type, const std::string& id);
+std::string GroupLockKey(const std::string& projection, const std::string& group);
 
-  // Live entities of `type` that name any of `targets` in `relation`.
-  // FindReferrers returns keys only; LoadReferrers data too. Any order.
-  virtual Status FindReferrers(const std::string& type, const std::string& relation,
-                               const std::vector<std::string>& targets,
-                               std::vector<Referrer>* out) = 0;
-  virtual Status LoadReferrers(const std::string& type, const std::string& relation,
-                               const std::vector<std::string>& targets,
-                               std::vector<Referrer>* out) = 0;
-  // How many entities name each target (targets with none are left out).
-  virtual Status CountReferrers(const std::string& type, const std::string& relation,
-                                const std::vector<std::string>& targets,
-                                std::map<std::string, uint64_t>* out) = 0;
-  // The first `limit` referrers of each target in (sort, id) order, with data.
-  virtual Status LoadFirstReferrers(const std::string& type, const std::string& relation,
-                                    const std::vector<std::string>& targets, uint64_t limit,
-                                    std::vector<Referrer>* out) = 0;
-  // Where a bucket group is read from: its changed members start at
-  // (sort, id), and `before` more members preceding that are wanted too.
-  struct ReferrerBound {
-    std::string sort;
-    std::string id;
-    uint64_t before = 0;
-  };
-  // For each target, how many of its referrers order at or after its bound.
-  virtual Status CountReferrersFrom(const std::string& type, const std::string& relation,
-                                    const std::map<std::string, ReferrerBound>& bounds,
-                                    std::map<std::string, uint64_t>* out) = 0;
-  // For each target, the `before` referrers just preceding its bound and the
-  // referrers from the bound on (at most `limit` of them; 0 = all), with
-  // data; any order.
-  virtual Status LoadReferrersAround(const std::string& type, const std::string& relation,
-                                     const std::map<std::string, ReferrerBound>& bounds,
-                                     uint64_t limit, std::vector<Referrer>* out) = 0;
-  // The same referrers, keys only (entity.data null): an index-only read.
-  virtual Status FindReferrersAround(const std::string& type, const std::string& relation,
-                                     const std::map<std::string, ReferrerBound>& bounds,
-                                     uint64_t limit, std::vector<Referrer>* out) = 0;
+// ---------------------------------------------------------------------------
 
-  // Live entity ids of `type` greater than `after`, ascending, at most `limit`.
-  virtual Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
-                               std::vector<std::string>* out) = 0;
-  // Distinct targets named in `relation` by live entities of `type`, greater
-  // than `after`, ascending, at most `limit`.
-  virtual Status ListReferenceTargets(const std::string& type, const std::string& relation,
-                                      const std::string& after, size_t limit,
-                                      std::vector<std::string>* out) = 0;
-
-  // Upserts documents of `projection` into `collection`; rows equal to the
-  // stored ones are not rewritten. *written counts rows actually written.
-  virtual Status UpsertDocuments(const std::string& collection, const std::string& projection,
-                                 const std::vector<DocumentRow>& rows, uint64_t* written) = 0;
-  virtual Status DeleteDocuments(const std::string& collection, const std::string& projection,
-                                 const std::vector<std::string>& ids, uint64_t* deleted) = 0;
-  // Deletes the documents of `projection` whose pk is one of `pks`, except
-  // those with an id in `keep`.
-  virtual Status DeleteDocumentsExcept(const std::string& collection, const std::string& projection,
-                                       const std::vector<std::string>& pks,
-                                       const std::vector<std::string>& keep,
-                                       uint64_t* deleted) = 0;
-  // Stored documents of `projection` with the given ids.
-  virtual Status LoadDocuments(const std::string& collection, const std::string& projection,
-                               const std::vector<std::string>& ids,
-                               std::vector<DocumentRow>* out) = 0;
-  // Stored documents of `projection` whose pk is one of `pks`.
-  virtual Status LoadDocumentsByPk(const std::string& collection, const std::string& projection,
-                                   const std::vector<std::string>& pks,
-                                   std::vector<DocumentRow>* out) = 0;
-  // Ids (entity projections) or distinct pks (bucket projections: `by_pk`) of
-  // stored documents of `projection` greater than `after`, ascending.
-  virtual Status ListDocumentKeys(const std::string& collection, const std::string& projection,
-                                  bool by_pk, const std::string& after, size_t limit,
-                                  std::vector<std::string>* out) = 0;
-
-  virtual Status LoadPositions(const std::string& source, std::vector<StoredPosition>* out) = 0;
-  virtual Status SavePositions(const std::vector<PositionUpdate>& updates) = 0;
-  virtual Status AddDeadLetters(const std::vector<DeadLetter>& letters) = 0;
-
+class StoreTransaction {
+ public:
+  virtual ~StoreTransaction() = default;
+  virtual SourceRows& source() = 0;
+  virtual ReferenceIndex& index() = 0;
+  virtual DocumentTables& documents() = 0;
+  virtual StreamLedger& ledger() = 0;
+  virtual WriteLocks& locks() = 0;
   virtual Status Commit() = 0;
+  // Round trips to the store server so far (statements, commit), for the
+  // cost figures; 0 for an in-process store.
+  virtual uint64_t round_trips() const { return 0; }
 };
 
 class Store {

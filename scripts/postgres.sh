@@ -17,6 +17,8 @@
 #   DENORMD_PG_PORT    TCP port on 127.0.0.1 (default 55432)
 #   DENORMD_PG_DB      database created by start (default denorm)
 #   DENORMD_PG_FSYNC   on|off (default on; see below)
+#   DENORMD_PG_WAL_LEVEL  replica|logical (default: the server's, replica); logical for a
+#                      database that Debezium reads (logical decoding), applied at start
 #   DENORMD_PG_BINDIR  PostgreSQL binaries (default: newest /usr/lib/postgresql/*/bin,
 #                      or the cluster's own major once it exists)
 #
@@ -46,6 +48,7 @@ PG_LOG="$STATE_DIR/postgres.log"
 PORT="${DENORMD_PG_PORT:-55432}"
 DB="${DENORMD_PG_DB:-denorm}"
 FSYNC="${DENORMD_PG_FSYNC:-on}"
+WAL_LEVEL="${DENORMD_PG_WAL_LEVEL:-}"
 URL="postgresql://postgres@127.0.0.1:$PORT/$DB"
 PG_USER=postgres   # OS user that runs the server when this script runs as root
 
@@ -55,6 +58,8 @@ usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0
 
 [[ "$PORT" =~ ^[0-9]+$ ]] || die "DENORMD_PG_PORT must be a number, got '$PORT'"
 [[ "$FSYNC" == on || "$FSYNC" == off ]] || die "DENORMD_PG_FSYNC must be on or off, got '$FSYNC'"
+[[ -z "$WAL_LEVEL" || "$WAL_LEVEL" == replica || "$WAL_LEVEL" == logical ]] \
+  || die "DENORMD_PG_WAL_LEVEL must be replica or logical, got '$WAL_LEVEL'"
 
 # A Unix socket path is limited to 107 bytes; a deep state dir falls back to /tmp.
 if (( ${#SOCK_DIR} + 16 > 107 )); then
@@ -126,6 +131,11 @@ logging_collector = off
 log_line_prefix = '%m [%p] %q%u@%d '
 log_timezone = 'UTC'
 timezone = 'UTC'"
+  if [[ -n "$WAL_LEVEL" ]]; then
+    # max_replication_slots and max_wal_senders keep their defaults (10 each).
+    conf+="
+wal_level = $WAL_LEVEL"
+  fi
   as_pg tee "$PGDATA_DIR/denormd.conf" >/dev/null <<<"$conf"
   as_pg tee "$PGDATA_DIR/pg_hba.conf" >/dev/null <<'EOF'
 # Written by scripts/postgres.sh: trust, on this machine only.
@@ -163,6 +173,7 @@ cmd_start() {
   if is_running; then
     log "already running on 127.0.0.1:$PORT (data $PGDATA_DIR)"
     ensure_db
+    check_wal_level
     echo "$URL"
     return 0
   fi
@@ -193,6 +204,15 @@ cmd_start() {
   fi
   ensure_db
   echo "$URL"
+}
+
+# A running server keeps the wal_level it started with: say so when another is asked for.
+check_wal_level() {
+  [[ -n "$WAL_LEVEL" ]] || return 0
+  local current
+  current="$("$(psql_bin)" -X -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -tAc 'show wal_level')"
+  [[ "$current" == "$WAL_LEVEL" ]] \
+    || log "warning: running with wal_level=$current, not $WAL_LEVEL; restart to apply (stop, then start)"
 }
 
 ensure_db() {

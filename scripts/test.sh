@@ -30,7 +30,7 @@ step "installing packages (skipped when present)"
 bash scripts/install-deps.sh
 
 step "building in $BUILD_DIR"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDENORMD_WERROR=ON >/dev/null
 cmake --build "$BUILD_DIR" -j 2
 
 stop_services() {

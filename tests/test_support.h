@@ -13,7 +13,11 @@
 
 #include "config/config.h"
 #include "connectors/postgres_store.h"
+#include "daemon/engine.h"
+#include "formats/record.h"
 #include "projections/batch_applier.h"
+#include "projections/derivations/registry.h"
+#include "projections/memory_store.h"
 
 namespace denormd {
 namespace testing {
@@ -58,18 +62,50 @@ std::string TestSchemaName();
 // that schema (CASCADE) in the test database so the test starts clean.
 Config LoadTestConfig(const std::string& relative_path, const std::string& schema);
 
+// `yaml` on a fresh schema of the test database (named after the running
+// test; any store section is replaced).
+Config ConfigOnTestDatabase(const std::string& yaml);
+
 // The article config on a fresh schema of the test database (named after the
-// running test), with its plan, a batch applier and an opened store. The
-// test fails if the store does not open. Not copyable: the plan borrows
-// `config`.
-struct ArticleOnPostgres {
-  ArticleOnPostgres();
-  ArticleOnPostgres(const ArticleOnPostgres&) = delete;
-  ArticleOnPostgres& operator=(const ArticleOnPostgres&) = delete;
-  Config config;
-  std::unique_ptr<ProjectionPlan> plan;
-  std::unique_ptr<BatchApplier> applier;
-  std::unique_ptr<PostgresStore> store;
+// running test): the engine, with its store opened. The test fails if the
+// store does not open.
+struct ArticleOnPostgres : Engine {
+  // `adjust` may change the config before the engine is built.
+  explicit ArticleOnPostgres(const std::function<void(Config*)>& adjust = nullptr);
+};
+
+// The article config with every buckets projection in the packed layout.
+void UsePackedBuckets(Config* config);
+
+// A record as an event log delivers it: `json` at `at`.
+RawRecord LogRecord(SourcePosition at, std::string json);
+
+// A config from YAML text, the engine on a MemoryStore, and helpers to apply
+// native events and verify. The test fails if the config does not parse.
+class InMemory {
+ public:
+  explicit InMemory(const std::string& yaml, PlanOptions options = PlanOptions());
+  // Applies `events` (native JSON) as one batch; the test fails on an error.
+  BatchStats Apply(const std::vector<std::string>& events);
+  // What `verify` finds (empty: every document exact).
+  std::vector<std::string> Differences();
+  // What `rebuild` does.
+  BatchStats Rebuild();
+  MemoryStore& store() { return store_; }
+  // The documents of `collection`, by id.
+  std::map<std::string, MemoryState::Document>& Documents(const std::string& collection) {
+    return store_.mutable_state()->collections[collection];
+  }
+  const Config& config() const { return *config_; }
+  const ProjectionPlan& plan() const { return *plan_; }
+
+ private:
+  std::optional<Config> config_;
+  std::unique_ptr<ProjectionPlan> plan_;
+  std::unique_ptr<BatchApplier> applier_;
+  std::unique_ptr<NativeDecoder> decoder_;
+  MemoryStore store_;
+  int64_t position_ = 0;
 };
 
 // Every collection table of `config`'s schema, read with plain SQL.

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "projections/derivations/registry.h"
 #include "tests/test_support.h"
 
 namespace denormd {
@@ -64,23 +65,29 @@ ConfigError ExpectOnlyError(const std::string& yaml, const std::string& text, in
 
 Path MustParsePath(const std::string& text) {
   Path path;
-  std::string error;
-  EXPECT_TRUE(ParsePath(text, &path, &error)) << text << ": " << error;
+  Status status = ParsePath(text, &path);
+  EXPECT_TRUE(status.ok()) << text << ": " << status.ToString();
   return path;
 }
 
 std::string PathError(const std::string& text) {
   Path path;
-  std::string error;
-  EXPECT_FALSE(ParsePath(text, &path, &error)) << text;
-  return error;
+  Status status = ParsePath(text, &path);
+  EXPECT_TRUE(status.IsInvalidInput()) << text;
+  return status.message();
 }
 
 std::string TemplateError(const std::string& text) {
   Template parsed;
-  std::string error;
-  EXPECT_FALSE(ParseTemplate(text, &parsed, &error)) << text;
-  return error;
+  Status status = ParseTemplate(text, &parsed);
+  EXPECT_TRUE(status.IsInvalidInput()) << text;
+  return status.message();
+}
+
+// The canonical form of a derived field (DerivationSpec::Normalized).
+std::string Derived(const Expression& expression) {
+  EXPECT_EQ(expression.kind, Expression::Kind::kDerived);
+  return expression.spec == nullptr ? "" : expression.spec->Normalized();
 }
 
 // The value_json of `{value: <literal>}`.
@@ -155,14 +162,9 @@ TEST(ConfigArticleTest, StructsMatchTheFile) {
   EXPECT_EQ(people->place.line, 10);
   ASSERT_EQ(people->fields.size(), 2u);
   EXPECT_EQ(people->fields[0].first, "addresses");
-  EXPECT_EQ(Field(*people, 0).kind, Expression::Kind::kEmbed);
-  EXPECT_EQ(Field(*people, 0).entity, "address");
-  ExpectSteps(Field(*people, 0).via, {"personId"});
-  EXPECT_EQ(Field(*people, 0).select.kind, Selection::Kind::kList);
-  EXPECT_EQ(Field(*people, 0).select.fields,
-            (std::vector<std::string>{"line1", "line2", "city", "state", "zip"}));
-  EXPECT_FALSE(Field(*people, 0).order_by.present);
-  EXPECT_FALSE(Field(*people, 0).limit.has_value());
+  EXPECT_EQ(Field(*people, 0).derivation, "embed");
+  EXPECT_EQ(Derived(Field(*people, 0)),
+            "embed address via personId select [line1, line2, city, state, zip]");
 
   const ProjectionConfig* portfolios = config->FindProjection("portfolios");
   ASSERT_NE(portfolios, nullptr);
@@ -172,53 +174,26 @@ TEST(ConfigArticleTest, StructsMatchTheFile) {
 
   const ProjectionConfig* authors = config->FindProjection("authors");
   ASSERT_NE(authors, nullptr);
-  EXPECT_EQ(Field(*authors, 0).kind, Expression::Kind::kCount);
-  EXPECT_EQ(Field(*authors, 0).entity, "book");
-  ExpectSteps(Field(*authors, 0).via, {"authorIds"});
-  EXPECT_EQ(Field(*authors, 1).kind, Expression::Kind::kIds);
-  EXPECT_FALSE(Field(*authors, 1).limit.has_value());
+  EXPECT_EQ(Derived(Field(*authors, 0)), "count book via authorIds");
+  EXPECT_EQ(Derived(Field(*authors, 1)), "ids book via authorIds");
 
   const ProjectionConfig* books = config->FindProjection("books");
   ASSERT_NE(books, nullptr);
   EXPECT_FALSE(books->has_include);
   EXPECT_EQ(books->exclude, std::vector<std::string>{"authorIds"});
   const Expression& lookup = Field(*books, 0);
-  EXPECT_EQ(lookup.kind, Expression::Kind::kLookup);
-  EXPECT_EQ(lookup.entity, "author");
-  ExpectSteps(lookup.by, {"authorIds"});
-  EXPECT_EQ(lookup.missing, Expression::Missing::kSkip);
   EXPECT_EQ(lookup.place.line, 40);  // the map under "authors:"
-  ASSERT_EQ(lookup.select.kind, Selection::Kind::kMap);
-  ASSERT_EQ(lookup.select.map.size(), 3u);
-  EXPECT_EQ(lookup.select.map[0].first, "id");
-  EXPECT_EQ(lookup.select.map[0].second.kind, Expression::Kind::kPath);
-  ExpectSteps(lookup.select.map[0].second.path, {"id"});
-  EXPECT_EQ(lookup.select.map[1].first, "name");
-  const Expression& name = lookup.select.map[1].second;
-  ASSERT_EQ(name.kind, Expression::Kind::kTemplate);
-  ASSERT_EQ(name.template_.parts.size(), 3u);
-  EXPECT_TRUE(name.template_.parts[0].is_path);
-  ExpectSteps(name.template_.parts[0].path, {"firstName"});
-  EXPECT_FALSE(name.template_.parts[1].is_path);
-  EXPECT_EQ(name.template_.parts[1].literal, " ");
-  ExpectSteps(name.template_.parts[2].path, {"lastName"});
-  EXPECT_EQ(lookup.select.map[2].first, "thumbnailUrl");
-  ExpectSteps(lookup.select.map[2].second.path, {"images", "[]", "thumbnail"});
-  EXPECT_EQ(lookup.select.map[2].second.path.steps[1].kind, PathStep::Kind::kFirstWith);
+  EXPECT_EQ(Derived(lookup),
+            "lookup author by authorIds select {id: id, name: \"{firstName} {lastName}\", "
+            "thumbnailUrl: images[].thumbnail}");
 
   const ProjectionConfig* posts = config->FindProjection("posts");
   ASSERT_NE(posts, nullptr);
   ASSERT_EQ(posts->fields.size(), 2u);
   EXPECT_EQ(posts->fields[0].first, "recentComments");  // file order kept
   EXPECT_EQ(posts->fields[1].first, "countOfComments");
-  const Expression& recent = Field(*posts, 0);
-  EXPECT_EQ(recent.kind, Expression::Kind::kEmbed);
-  EXPECT_TRUE(recent.order_by.present);
-  EXPECT_TRUE(recent.order_by.descending);
-  ExpectSteps(recent.order_by.path, {"createdAt"});
-  ASSERT_TRUE(recent.limit.has_value());
-  EXPECT_EQ(*recent.limit, 3u);
-  EXPECT_EQ(recent.select.fields, (std::vector<std::string>{"id", "author", "comment"}));
+  EXPECT_EQ(Derived(Field(*posts, 0)),
+            "embed comment via postId order_by -createdAt limit 3 select [id, author, comment]");
 
   const ProjectionConfig* buckets = config->FindProjection("post_comments");
   ASSERT_NE(buckets, nullptr);
@@ -260,9 +235,7 @@ TEST(ConfigTest, DefaultsWhenKeysAreLeftOut) {
   ASSERT_EQ(config.projections.size(), 2u);
   EXPECT_EQ(config.projections[0].collection, "authors");
   EXPECT_EQ(config.projections[0].partition_key, "");
-  const Expression& lookup = Field(config.projections[0], 0);
-  EXPECT_EQ(lookup.missing, Expression::Missing::kSkip);
-  EXPECT_EQ(lookup.select.kind, Selection::Kind::kWhole);
+  EXPECT_EQ(Derived(Field(config.projections[0], 0)), "lookup author by authorId");
   const ProjectionConfig& buckets = config.projections[1];
   EXPECT_EQ(buckets.size, 100u);
   EXPECT_EQ(buckets.field, "items");
@@ -302,9 +275,8 @@ projections:
   EXPECT_EQ(config.batch.max_events, 10u);
   EXPECT_EQ(config.batch.max_delay_ms, 0u);
   const ProjectionConfig& books = config.projections[0];
-  EXPECT_EQ(Field(books, 0).missing, Expression::Missing::kNull);
-  EXPECT_EQ(Field(books, 0).select.map[0].second.kind, Expression::Kind::kTemplate);
-  EXPECT_EQ(*Field(books, 1).limit, 2u);
+  EXPECT_EQ(Derived(Field(books, 0)), "lookup author by authorIds select {n: \"{name}!\"} missing null");
+  EXPECT_EQ(Derived(Field(books, 1)), "ids comment via bookId limit 2");
   ExpectSteps(Field(books, 2).path, {"authors", "[0]", "name"});
   const ProjectionConfig& p2 = config.projections[1];
   EXPECT_EQ(p2.size, 7u);
@@ -327,7 +299,7 @@ projections:
   EXPECT_EQ(config.projections[0].from, "yes");
   EXPECT_EQ(config.projections[0].fields[0].first, "on");
   ExpectSteps(Field(config.projections[0], 0).path, {"off"});
-  EXPECT_EQ(Field(config.projections[0], 1).entity, "no");
+  EXPECT_EQ(Derived(Field(config.projections[0], 1)), "count no via y");
 }
 
 // ---------------------------------------------------------------------------
@@ -368,8 +340,7 @@ TEST(PathTest, RejectsBadSyntaxWithAClearMessage) {
 
 TEST(TemplateTest, ParsesLiteralsPathsAndEscapedBraces) {
   Template t;
-  std::string error;
-  ASSERT_TRUE(ParseTemplate("{firstName} {lastName}", &t, &error)) << error;
+  ASSERT_TRUE(ParseTemplate("{firstName} {lastName}", &t).ok());
   EXPECT_EQ(t.text, "{firstName} {lastName}");
   ASSERT_EQ(t.parts.size(), 3u);
   EXPECT_TRUE(t.parts[0].is_path);
@@ -377,14 +348,14 @@ TEST(TemplateTest, ParsesLiteralsPathsAndEscapedBraces) {
   EXPECT_EQ(t.parts[1].literal, " ");
   EXPECT_EQ(t.parts[2].path.text, "lastName");
 
-  ASSERT_TRUE(ParseTemplate("{{x}}={a[0].b}!", &t, &error)) << error;
+  ASSERT_TRUE(ParseTemplate("{{x}}={a[0].b}!", &t).ok());
   ASSERT_EQ(t.parts.size(), 3u);
   EXPECT_FALSE(t.parts[0].is_path);
   EXPECT_EQ(t.parts[0].literal, "{x}=");
   ExpectSteps(t.parts[1].path, {"a", "[0]", "b"});
   EXPECT_EQ(t.parts[2].literal, "!");
 
-  ASSERT_TRUE(ParseTemplate("{id}", &t, &error)) << error;
+  ASSERT_TRUE(ParseTemplate("{id}", &t).ok());
   ASSERT_EQ(t.parts.size(), 1u);
   EXPECT_TRUE(t.parts[0].is_path);
 }

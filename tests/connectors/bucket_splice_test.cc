@@ -1,10 +1,10 @@
-// Bucket tails on PostgreSQL are spliced from the stored buckets as
+// Packed bucket tails on PostgreSQL are spliced from the stored buckets as
 // PostgreSQL prints them (jsonb text: its own spacing, key order and
 // escapes), and stay exact; a stored bucket edited behind denormd's back
 // makes the group render from its entities instead.
 #include <gtest/gtest.h>
 
-#include "daemon/maintenance.h"
+#include "projections/maintenance.h"
 #include "daemon/replay.h"
 #include "tests/test_support.h"
 
@@ -36,7 +36,7 @@ class BucketSpliceOnPostgres : public ::testing::Test {
 
   void Apply(const std::string& events, BatchStats* stats) {
     ReplayReport report;
-    Status status = ReplayLog(article_.config, *article_.applier, article_.store.get(),
+    Status status = ReplayLog(article_.decoder, article_.applier, &article_.store,
                               testing::WriteTempFile("events" + std::to_string(++files_) + ".jsonl",
                                                      events),
                               ReplayOptions(), &report);
@@ -46,13 +46,12 @@ class BucketSpliceOnPostgres : public ::testing::Test {
 
   std::vector<std::string> Differences() {
     std::vector<std::string> differences;
-    EXPECT_TRUE(Verify(*article_.plan, *article_.applier, article_.store.get(),
-                       MaintenanceOptions(), &differences)
+    EXPECT_TRUE(Verify(article_.plan, &article_.store, MaintenanceOptions(), &differences)
                     .ok());
     return differences;
   }
 
-  testing::ArticleOnPostgres article_;
+  testing::ArticleOnPostgres article_{testing::UsePackedBuckets};
   int files_ = 0;
 };
 

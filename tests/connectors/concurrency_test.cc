@@ -12,17 +12,14 @@
 #include <gtest/gtest.h>
 
 #include "connectors/postgres_store.h"
-#include "daemon/maintenance.h"
+#include "projections/maintenance.h"
 #include "tests/test_support.h"
 
 namespace denormd {
 namespace {
 
-RawEvent Event(const std::string& source, int64_t position, const std::string& json) {
-  RawEvent event;
-  event.at = {source, 0, position};
-  event.bytes = json;
-  return event;
+RawRecord Event(const std::string& source, int64_t position, const std::string& json) {
+  return testing::LogRecord({source, 0, position}, json);
 }
 
 TEST(Concurrency, HotAuthorsRenamedWhileBooksArriveNeverLeaveStaleCopies) {
@@ -31,8 +28,8 @@ TEST(Concurrency, HotAuthorsRenamedWhileBooksArriveNeverLeaveStaleCopies) {
   constexpr int kBatchesPerWriter = 60;
   testing::ArticleOnPostgres article;  // creates the schema
   const Config& config = article.config;
-  const ProjectionPlan& plan = *article.plan;
-  const BatchApplier& applier = *article.applier;
+  const ProjectionPlan& plan = article.plan;
+  const BatchApplier& applier = article.applier;
   std::atomic<int> failures{0};
   std::atomic<int> retries{0};
   auto writer = [&](int w) {
@@ -42,7 +39,7 @@ TEST(Concurrency, HotAuthorsRenamedWhileBooksArriveNeverLeaveStaleCopies) {
     int64_t position = 0;
     uint64_t author_version = 1;
     for (int b = 0; b < kBatchesPerWriter; ++b) {
-      std::vector<RawEvent> raw;
+      std::vector<RawRecord> raw;
       if (w == 0) {
         // The renamer: every hot author gets a new name in each batch.
         ++author_version;
@@ -67,7 +64,7 @@ TEST(Concurrency, HotAuthorsRenamedWhileBooksArriveNeverLeaveStaleCopies) {
                                   authors + "]}}"));
         }
       }
-      DecodedBatch batch = DecodeBatch(config, raw);
+      EventBatch batch = DecodeBatch(article.decoder, raw);
       for (int attempt = 0;; ++attempt) {
         BatchStats stats;
         Status status = applier.Apply(&store, batch, &stats);
@@ -88,7 +85,7 @@ TEST(Concurrency, HotAuthorsRenamedWhileBooksArriveNeverLeaveStaleCopies) {
 
   PostgresStore store(config, config.store.postgres);
   std::vector<std::string> differences;
-  ASSERT_TRUE(Verify(plan, applier, &store, MaintenanceOptions(), &differences).ok());
+  ASSERT_TRUE(Verify(plan, &store, MaintenanceOptions(), &differences).ok());
   EXPECT_TRUE(differences.empty()) << differences.size() << " stale documents, first: "
                                    << differences.front();
   // Sanity: the race really happened on shared documents.

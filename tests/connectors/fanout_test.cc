@@ -17,8 +17,8 @@ TEST(FanOut, RenamingAnAuthorRewritesExactlyItsBooks) {
   constexpr int kOtherBooks = 500;
   testing::ArticleOnPostgres article;
   const Config& config = article.config;
-  const BatchApplier& applier = *article.applier;
-  PostgresStore& store = *article.store;
+  const BatchApplier& applier = article.applier;
+  PostgresStore& store = article.store;
 
   std::string load_text;
   load_text += R"({"type":"author","id":"hot","op":"upsert","version":1,"data":{"firstName":"Hot","lastName":"Author"}})" "\n";
@@ -34,13 +34,13 @@ TEST(FanOut, RenamingAnAuthorRewritesExactlyItsBooks) {
   std::string load = testing::WriteTempFile("load.jsonl", load_text);
   ReplayReport loaded;
   ReplayOptions options;
-  ASSERT_TRUE(ReplayLog(config, applier, &store, load, options, &loaded).ok());
+  ASSERT_TRUE(ReplayLog(article.decoder, applier, &store, load, options, &loaded).ok());
 
   std::string rename = testing::WriteTempFile(
       "rename.jsonl",
       R"({"type":"author","id":"hot","op":"patch","version":2,"data":{"lastName":"Renamed"}})" "\n");
   ReplayReport renamed;
-  Status status = ReplayLog(config, applier, &store, rename, options, &renamed);
+  Status status = ReplayLog(article.decoder, applier, &store, rename, options, &renamed);
   ASSERT_TRUE(status.ok()) << status.ToString();
   // The author's own document plus every one of its books; not the cold
   // author's books, not the catalog.
@@ -58,7 +58,7 @@ TEST(FanOut, RenamingAnAuthorRewritesExactlyItsBooks) {
       "unrelated.jsonl",
       R"({"type":"author","id":"hot","op":"patch","version":3,"data":{"bio":"new"}})" "\n");
   ReplayReport quiet;
-  ASSERT_TRUE(ReplayLog(config, applier, &store, unrelated, options, &quiet).ok());
+  ASSERT_TRUE(ReplayLog(article.decoder, applier, &store, unrelated, options, &quiet).ok());
   EXPECT_EQ(1u, quiet.stats.units_recomputed);
   EXPECT_EQ(1u, quiet.stats.documents_written);
 }

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "connectors/postgres_store.h"
-#include "daemon/maintenance.h"
+#include "projections/maintenance.h"
 #include "daemon/replay.h"
 #include "tests/test_support.h"
 
@@ -22,15 +22,15 @@ TEST_P(PostgresArticleTest, ReplayProducesExactlyTheExpectedTables) {
   const Scenario& scenario = GetParam();
   testing::ArticleOnPostgres article;
   const Config& config = article.config;
-  const ProjectionPlan& plan = *article.plan;
-  const BatchApplier& applier = *article.applier;
-  PostgresStore& store = *article.store;
+  const ProjectionPlan& plan = article.plan;
+  const BatchApplier& applier = article.applier;
+  PostgresStore& store = article.store;
   std::string events = SourcePath(std::string("tests/data/article/") + scenario.events);
   std::string expected = SourcePath(std::string("tests/data/article/") + scenario.expected);
   ReplayOptions options;
   options.batch_size = scenario.batch_size;
   ReplayReport report;
-  Status status = ReplayLog(config, applier, &store, events, options, &report);
+  Status status = ReplayLog(article.decoder, applier, &store, events, options, &report);
   ASSERT_TRUE(status.ok()) << status.ToString();
 
   EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(config), expected));
@@ -55,7 +55,7 @@ TEST_P(PostgresArticleTest, ReplayProducesExactlyTheExpectedTables) {
 
   // verify recomputes everything from the source and finds nothing.
   std::vector<std::string> differences;
-  ASSERT_TRUE(Verify(plan, applier, &store, MaintenanceOptions(), &differences).ok());
+  ASSERT_TRUE(Verify(plan, &store, MaintenanceOptions(), &differences).ok());
   EXPECT_TRUE(differences.empty()) << differences.front();
 }
 
@@ -69,10 +69,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(PostgresDeadLetters, KeepReasonsThatSayWhatIsWrong) {
   testing::ArticleOnPostgres article;
   const Config& config = article.config;
-  const BatchApplier& applier = *article.applier;
-  PostgresStore& store = *article.store;
   ReplayReport report;
-  ASSERT_TRUE(ReplayLog(config, applier, &store, SourcePath("tests/data/article/events.jsonl"),
+  ASSERT_TRUE(ReplayLog(article.decoder, article.applier, &article.store, SourcePath("tests/data/article/events.jsonl"),
                         ReplayOptions(), &report)
                   .ok());
   std::vector<std::string> reasons =

@@ -37,13 +37,14 @@ TEST_P(ArticleMemoryTest, ReplayProducesExactlyTheExpectedDocuments) {
   Config config = LoadArticleConfig();
   ProjectionPlan plan(config);
   BatchApplier applier(plan);
+  NativeDecoder decoder(config);
   MemoryStore store;
   ReplayOptions options;
   options.batch_size = scenario.batch_size;
   ReplayReport report;
   std::string events = SourcePath(std::string("tests/data/article/") + scenario.events);
   std::string expected = SourcePath(std::string("tests/data/article/") + scenario.expected);
-  Status status = ReplayLog(config, applier, &store, events, options, &report);
+  Status status = ReplayLog(decoder, applier, &store, events, options, &report);
   ASSERT_TRUE(status.ok()) << status.ToString();
 
   EXPECT_EQ("", testing::DiffCollections(CollectionsOf(store.state()), expected));
@@ -60,7 +61,7 @@ TEST_P(ArticleMemoryTest, ReplayProducesExactlyTheExpectedDocuments) {
 
   // A second replay resumes after the last line and applies nothing.
   ReplayReport again;
-  ASSERT_TRUE(ReplayLog(config, applier, &store, events, options, &again).ok());
+  ASSERT_TRUE(ReplayLog(decoder, applier, &store, events, options, &again).ok());
   EXPECT_EQ(report.last_line, again.resumed_after_line);
   EXPECT_EQ(0u, again.stats.events);
 }

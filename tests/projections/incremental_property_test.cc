@@ -4,11 +4,14 @@
 // Covers bucket tails, top-N embeds read by index order, counts and ids.
 #include <functional>
 #include <random>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
-#include "daemon/maintenance.h"
+#include "formats/native_format.h"
 #include "projections/batch_applier.h"
+#include "projections/derivations/registry.h"
+#include "projections/maintenance.h"
 #include "projections/memory_store.h"
 
 namespace denormd {
@@ -42,20 +45,45 @@ std::string RandomAt(std::mt19937& random) {
   }
 }
 
-class IncrementalProperty : public ::testing::TestWithParam<uint64_t> {};
+// (bucket layout, bucket page rows)
+class IncrementalProperty
+    : public ::testing::TestWithParam<std::tuple<std::string, uint64_t>> {};
+
+// kConfig with every bucket projection in `layout`.
+std::string ConfigWithLayout(const std::string& layout) {
+  std::string text = kConfig;
+  for (size_t at = 0; (at = text.find("select: [", text.find("{buckets:", at))) != std::string::npos;) {
+    const size_t end = text.find("]}", at);
+    if (end == std::string::npos) break;
+    text.insert(end + 1, ", layout: " + layout);
+    at = end;
+  }
+  return text;
+}
 
 TEST_P(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
   std::vector<ConfigError> errors;
-  std::optional<Config> config = ParseConfig(kConfig, "prop.yaml", &errors);
+  const std::string text = ConfigWithLayout(std::get<0>(GetParam()));
+  std::optional<Config> config = ParseConfig(text, "prop.yaml", &errors);
   ASSERT_TRUE(config.has_value()) << (errors.empty() ? "" : errors[0].ToString("prop.yaml"));
-  ProjectionPlan plan(*config);
-  BatchApplier applier(plan, /*tail_page_rows=*/GetParam());
+  const auto layout = std::get<0>(GetParam()) == "stable" ? ProjectionConfig::BucketLayout::kStable
+                                                          : ProjectionConfig::BucketLayout::kPacked;
+  for (const ProjectionConfig& projection : config->projections) {
+    if (projection.kind == ProjectionConfig::Kind::kBuckets) {
+      ASSERT_EQ(layout, projection.layout);
+    }
+  }
+  PlanOptions options;
+  options.bucket_page_rows = std::get<1>(GetParam());
+  ProjectionPlan plan(*config, options);
+  BatchApplier applier(plan);
+  NativeDecoder decoder(*config);
   MemoryStore store;
   std::mt19937 random(7);
   int64_t position = 0;
   BatchStats total;
   for (int batch_number = 0; batch_number < 150; ++batch_number) {
-    std::vector<RawEvent> raw;
+    std::vector<RawRecord> raw;
     int size = 1 + random() % 12;
     for (int i = 0; i < size; ++i) {
       std::string id = "c" + std::to_string(random() % 40);
@@ -80,16 +108,16 @@ TEST_P(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
       if (random() % 10 == 0) {
         json = R"({"type":"post","id":")" + post + R"(","op":"upsert","data":{"n":1}})";
       }
-      RawEvent event;
-      event.at = {"prop", 0, ++position};
-      event.bytes = json;
-      raw.push_back(event);
+      RawRecord record;
+      record.at = {"prop", 0, ++position};
+      record.value = json;
+      raw.push_back(record);
     }
     BatchStats stats;
-    ASSERT_TRUE(applier.Apply(&store, DecodeBatch(*config, raw), &stats).ok());
+    ASSERT_TRUE(applier.Apply(&store, DecodeBatch(decoder, raw), &stats).ok());
     total.Add(stats);
     std::vector<std::string> differences;
-    ASSERT_TRUE(Verify(plan, applier, &store, MaintenanceOptions(), &differences).ok());
+    ASSERT_TRUE(Verify(plan, &store, MaintenanceOptions(), &differences).ok());
     ASSERT_TRUE(differences.empty()) << "after batch " << batch_number << ": " << differences[0];
   }
   // The scenario did exercise the buckets: several pages exist, and tails
@@ -99,8 +127,15 @@ TEST_P(IncrementalProperty, EveryBatchEqualsARecomputeFromScratch) {
   EXPECT_EQ(0u, total.tails_rendered);
 }
 
-// Bucket tails read in pages of 1 (clamped to the bucket size), 5 and 2000.
-INSTANTIATE_TEST_SUITE_P(TailPages, IncrementalProperty, ::testing::Values(1, 5, 2000));
+// Both layouts; packed tails read in pages of 1 (clamped to the bucket size),
+// 5 and 2000.
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, IncrementalProperty,
+    ::testing::Values(std::make_tuple("stable", 2000), std::make_tuple("packed", 1),
+                      std::make_tuple("packed", 5), std::make_tuple("packed", 2000)),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, uint64_t>>& info) {
+      return std::get<0>(info.param) + "Pages" + std::to_string(std::get<1>(info.param));
+    });
 
 // Post p with comments c1..c10 (at 1..10) in buckets of 3: p:0 .. p:3.
 class BucketSplice : public ::testing::Test {
@@ -111,7 +146,7 @@ class BucketSplice : public ::testing::Test {
 store: {schema: splice}
 entities: [comment]
 projections:
-  pages: {buckets: comment, by: postId, size: 3, order_by: at, select: [id, text]}
+  pages: {buckets: comment, by: postId, size: 3, order_by: at, select: [id, text], layout: packed}
 )", "splice.yaml", &errors);
     ASSERT_TRUE(config_.has_value());
     plan_ = std::make_unique<ProjectionPlan>(*config_);
@@ -127,16 +162,21 @@ projections:
   }
 
   BatchStats Apply(const std::vector<std::string>& events) {
-    std::vector<RawEvent> raw;
-    for (const std::string& json : events) raw.push_back({{"splice", 0, ++position_}, json, 0});
+    std::vector<RawRecord> raw;
+    for (const std::string& json : events) {
+      RawRecord record;
+      record.at = {"splice", 0, ++position_};
+      record.value = json;
+      raw.push_back(record);
+    }
     BatchStats stats;
-    EXPECT_TRUE(applier_->Apply(&store_, DecodeBatch(*config_, raw), &stats).ok());
+    EXPECT_TRUE(applier_->Apply(&store_, DecodeBatch(NativeDecoder(*config_), raw), &stats).ok());
     return stats;
   }
 
   std::vector<std::string> Differences() {
     std::vector<std::string> differences;
-    EXPECT_TRUE(Verify(*plan_, *applier_, &store_, MaintenanceOptions(), &differences).ok());
+    EXPECT_TRUE(Verify(*plan_, &store_, MaintenanceOptions(), &differences).ok());
     return differences;
   }
 
@@ -179,6 +219,8 @@ struct StoredBucketEdit {
   const char* name;
   std::function<void(std::map<std::string, MemoryState::Document>* pages)> edit;
 };
+
+void PrintTo(const StoredBucketEdit& edit, std::ostream* os) { *os << edit.name; }
 
 class StoredBucketsEdited : public BucketSplice,
                             public ::testing::WithParamInterface<StoredBucketEdit> {};

@@ -1,4 +1,4 @@
-#include "projections/event.h"
+#include "formats/native_format.h"
 
 #include <string>
 
@@ -38,7 +38,7 @@ bool ContainsNul(const JsonValue& value) {
 
 }  // namespace
 
-Status DecodeEvent(const Config& config, const std::string& bytes, EntityEvent* out) {
+Status DecodeNativeEvent(const Config& config, const std::string& bytes, EntityEvent* out) {
   auto doc = NewEntityJson();
   DENORMD_RETURN_IF_ERROR(ParseJson(bytes, doc.get()));
   if (!doc->IsObject()) return Status::InvalidInput("an event must be a JSON object");
@@ -85,6 +85,16 @@ Status DecodeEvent(const Config& config, const std::string& bytes, EntityEvent* 
     event.data = std::move(owned);
   }
   *out = std::move(event);
+  return Status::Ok();
+}
+
+Status NativeDecoder::Decode(const RawRecord& record, std::vector<EntityEvent>* events,
+                             bool* skipped) const {
+  *skipped = false;
+  if (!record.value) return Status::InvalidInput("the message has no value (a tombstone)");
+  EntityEvent event;
+  DENORMD_RETURN_IF_ERROR(DecodeNativeEvent(config_, *record.value, &event));
+  events->push_back(std::move(event));
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
-#include "daemon/maintenance.h"
+#include "projections/maintenance.h"
 
 #include <deque>
+#include <set>
 
 namespace denormd {
 
@@ -35,34 +36,28 @@ class KeyCursor {
   bool done_ = false;
 };
 
-// Calls `visit` with pages of the units of projection `p`, in its own
-// transaction for each page.
-Status ForEachUnitPage(const ProjectionPlan& plan, Store* store, size_t p, size_t page_size,
-                       const std::function<Status(StoreTransaction*, const UnitSet&)>& visit) {
-  const ProjectionConfig& projection = plan.config().projections[p];
-  bool buckets = projection.kind == ProjectionConfig::Kind::kBuckets;
+// Calls `visit` with pages of the units of `projection` (the units the
+// source has, merged with those the stored documents belong to), each page
+// in its own transaction.
+Status ForEachUnitPage(const Projection& projection, Store* store, size_t page_size,
+                       const std::function<Status(StoreTransaction&,
+                                                  const std::set<std::string>&)>& visit) {
   KeyCursor sources(
       [&](StoreTransaction* txn, const std::string& after, size_t limit,
           std::vector<std::string>* out) {
-        return buckets ? txn->ListReferenceTargets(
-                             projection.buckets,
-                             RelationName(projection.by, &projection.order_by, true), after,
-                             limit, out)
-                       : txn->ListEntityIds(projection.from, after, limit, out);
+        return projection.ListSourceUnits(*txn, after, limit, out);
       },
       page_size);
   KeyCursor documents(
       [&](StoreTransaction* txn, const std::string& after, size_t limit,
           std::vector<std::string>* out) {
-        return txn->ListDocumentKeys(projection.collection, projection.name, buckets, after,
-                                     limit, out);
+        return projection.ListStoredUnits(*txn, after, limit, out);
       },
       page_size);
   while (true) {
     std::unique_ptr<StoreTransaction> txn;
     DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
-    UnitSet units;
-    std::set<std::string>& page = units[p];
+    std::set<std::string> page;
     while (page.size() < page_size) {
       const std::string *a = nullptr, *b = nullptr;
       DENORMD_RETURN_IF_ERROR(sources.Peek(txn.get(), &a));
@@ -78,7 +73,7 @@ Status ForEachUnitPage(const ProjectionPlan& plan, Store* store, size_t p, size_
       }
     }
     if (page.empty()) return Status::Ok();
-    DENORMD_RETURN_IF_ERROR(visit(txn.get(), units));
+    DENORMD_RETURN_IF_ERROR(visit(*txn, page));
     DENORMD_RETURN_IF_ERROR(txn->Commit());
   }
 }
@@ -111,7 +106,7 @@ Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOption
       std::unique_ptr<StoreTransaction> txn;
       DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
       std::vector<std::string> ids;
-      DENORMD_RETURN_IF_ERROR(txn->ListEntityIds(type, after, options.page_size, &ids));
+      DENORMD_RETURN_IF_ERROR(txn->source().ListEntityIds(type, after, options.page_size, &ids));
       if (ids.empty()) break;
       after = ids.back();
       std::vector<EntityKey> keys;
@@ -120,16 +115,16 @@ Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOption
         keys.push_back({type, id});
         locks.push_back(EntityLockKey(type, id));
       }
-      DENORMD_RETURN_IF_ERROR(txn->LockWriters(/*exclusive=*/false));
-      DENORMD_RETURN_IF_ERROR(txn->LockKeys(locks, StoreTransaction::LockMode::kWait));
+      DENORMD_RETURN_IF_ERROR(txn->locks().LockWriters(/*exclusive=*/false));
+      DENORMD_RETURN_IF_ERROR(txn->locks().LockKeys(locks, WriteLocks::Mode::kWait));
       std::vector<EntityRecord> records;
-      DENORMD_RETURN_IF_ERROR(txn->LoadEntities(keys, &records));
+      DENORMD_RETURN_IF_ERROR(txn->source().LoadEntities(keys, &records));
       std::vector<EntityWrite> writes;
       for (EntityRecord& record : records) {
-        std::vector<ReferenceRow> rows = ReferenceRowsOf(plan, record);
+        std::vector<ReferenceRow> rows = plan.ReferenceRowsOf(record);
         writes.push_back({std::move(record), std::move(rows)});
       }
-      DENORMD_RETURN_IF_ERROR(txn->WriteEntities(writes));
+      DENORMD_RETURN_IF_ERROR(txn->source().WriteEntities(writes));
       DENORMD_RETURN_IF_ERROR(txn->Commit());
       *entities += writes.size();
       if (options.on_page) options.on_page("index: " + type, *entities);
@@ -138,43 +133,43 @@ Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOption
   return Status::Ok();
 }
 
-Status Rebuild(const ProjectionPlan& plan, const BatchApplier& applier, Store* store,
-               const MaintenanceOptions& options, BatchStats* stats) {
+Status Rebuild(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
+               BatchStats* stats) {
   std::vector<size_t> selected;
   DENORMD_RETURN_IF_ERROR(SelectProjections(plan.config(), options.projections, &selected));
   for (size_t p : selected) {
-    const ProjectionConfig& projection = plan.config().projections[p];
+    const Projection& projection = plan.projection(p);
     uint64_t done = 0;
     DENORMD_RETURN_IF_ERROR(ForEachUnitPage(
-        plan, store, p, options.page_size, [&](StoreTransaction* txn, const UnitSet& units) {
+        projection, store, options.page_size,
+        [&](StoreTransaction& txn, const std::set<std::string>& units) {
           std::vector<std::string> locks;
-          for (const std::string& unit : units.at(p)) {
-            locks.push_back(projection.kind == ProjectionConfig::Kind::kBuckets
-                                ? GroupLockKey(projection.name, unit)
-                                : EntityLockKey(projection.from, unit));
-          }
-          DENORMD_RETURN_IF_ERROR(txn->LockWriters(/*exclusive=*/false));
-          DENORMD_RETURN_IF_ERROR(txn->LockKeys(locks, StoreTransaction::LockMode::kWait));
-          DENORMD_RETURN_IF_ERROR(applier.RecomputeUnits(txn, units, stats));
-          done += units.at(p).size();
-          if (options.on_page) options.on_page(projection.name, done);
+          for (const std::string& unit : units) locks.push_back(projection.LockKey(unit));
+          DENORMD_RETURN_IF_ERROR(txn.locks().LockWriters(/*exclusive=*/false));
+          DENORMD_RETURN_IF_ERROR(txn.locks().LockKeys(locks, WriteLocks::Mode::kWait));
+          DENORMD_RETURN_IF_ERROR(projection.Recompute(txn, units, nullptr, stats));
+          done += units.size();
+          if (options.on_page) options.on_page(projection.config().name, done);
           return Status::Ok();
         }));
   }
   return Status::Ok();
 }
 
-Status Verify(const ProjectionPlan& plan, const BatchApplier& applier, Store* store,
-              const MaintenanceOptions& options, std::vector<std::string>* differences) {
+Status Verify(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
+              std::vector<std::string>* differences) {
   std::vector<size_t> selected;
   DENORMD_RETURN_IF_ERROR(SelectProjections(plan.config(), options.projections, &selected));
   for (size_t p : selected) {
+    const Projection& projection = plan.projection(p);
     uint64_t done = 0;
     DENORMD_RETURN_IF_ERROR(ForEachUnitPage(
-        plan, store, p, options.page_size, [&](StoreTransaction* txn, const UnitSet& units) {
-          DENORMD_RETURN_IF_ERROR(applier.VerifyUnits(txn, units, differences));
-          done += units.at(p).size();
-          if (options.on_page) options.on_page(plan.config().projections[p].name, done);
+        projection, store, options.page_size,
+        [&](StoreTransaction& txn, const std::set<std::string>& units) {
+          DENORMD_RETURN_IF_ERROR(projection.Verify(
+              txn, std::vector<std::string>(units.begin(), units.end()), differences));
+          done += units.size();
+          if (options.on_page) options.on_page(projection.config().name, done);
           return Status::Ok();
         }));
   }

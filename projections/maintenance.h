@@ -5,14 +5,15 @@
 // stays bounded however large the store. Rebuild writes each page in its own
 // transaction under the same locks as a batch, so it is safe while daemons
 // run; verify only reads.
-#ifndef DENORMD_DAEMON_MAINTENANCE_H_
-#define DENORMD_DAEMON_MAINTENANCE_H_
+#ifndef DENORMD_PROJECTIONS_MAINTENANCE_H_
+#define DENORMD_PROJECTIONS_MAINTENANCE_H_
 
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "projections/batch_applier.h"
+#include "projections/batch_stats.h"
+#include "projections/projection_plan.h"
 #include "projections/store.h"
 
 namespace denormd {
@@ -32,13 +33,13 @@ Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOption
                uint64_t* entities);
 
 // Returns InvalidInput when a named projection does not exist.
-Status Rebuild(const ProjectionPlan& plan, const BatchApplier& applier, Store* store,
-               const MaintenanceOptions& options, BatchStats* stats);
+Status Rebuild(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
+               BatchStats* stats);
 
 // Appends one line per difference; an empty list means the tables are exact.
-Status Verify(const ProjectionPlan& plan, const BatchApplier& applier, Store* store,
-              const MaintenanceOptions& options, std::vector<std::string>* differences);
+Status Verify(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
+              std::vector<std::string>* differences);
 
 }  // namespace denormd
 
-#endif  // DENORMD_DAEMON_MAINTENANCE_H_
+#endif  // DENORMD_PROJECTIONS_MAINTENANCE_H_

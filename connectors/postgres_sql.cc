@@ -1,0 +1,88 @@
+#include "connectors/postgres_sql.h"
+
+#include <pqxx/pqxx>
+
+namespace denormd {
+
+Status FromPostgresException(const std::exception& e, const std::string& what) {
+  std::string message = what + ": " + e.what();
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  if (dynamic_cast<const pqxx::in_doubt_error*>(&e) != nullptr) {
+    return Status::Transient("commit outcome unknown (connection lost during commit): " + message);
+  }
+  if (dynamic_cast<const pqxx::broken_connection*>(&e) != nullptr) {
+    return Status::Transient(message);
+  }
+  // Deadlock, serialization failure: the transaction was rolled back.
+  if (dynamic_cast<const pqxx::transaction_rollback*>(&e) != nullptr) {
+    return Status::Transient(message);
+  }
+  if (const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e)) {
+    const std::string state = sql->sqlstate();
+    // 40xxx: serialization failure, deadlock; 08xxx: connection; 57P0x:
+    // server shutting down or starting; 53xxx: out of resources.
+    if (state == "55P03") return Status::Busy(message);  // lock_not_available (NOWAIT)
+    if (state.rfind("40", 0) == 0 || state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0 ||
+        state.rfind("53", 0) == 0) {
+      return Status::Transient(message + " (SQLSTATE " + state + ")");
+    }
+    return Status::Fatal(message + (state.empty() ? "" : " (SQLSTATE " + state + ")"));
+  }
+  return Status::Fatal(message);
+}
+
+std::string PgTextArray(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+std::string PgBigintArray(const std::vector<int64_t>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(values[i]);
+  }
+  out += '}';
+  return out;
+}
+
+std::string HexEncode(const std::string& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+std::string HexDecode(const char* hex) {
+  auto nibble = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+  std::string out;
+  for (size_t i = 0; hex[i] != '\0' && hex[i + 1] != '\0'; i += 2) {
+    out.push_back(static_cast<char>(nibble(hex[i]) << 4 | nibble(hex[i + 1])));
+  }
+  return out;
+}
+
+int64_t LockRowId(const std::string& key) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : key) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return static_cast<int64_t>(hash);
+}
+
+}  // namespace denormd

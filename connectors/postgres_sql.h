@@ -1,0 +1,46 @@
+// Helpers shared by the PostgreSQL store's files: failures classified by what
+// a retry would do, array literals and hex for parameters.
+#ifndef DENORMD_CONNECTORS_POSTGRES_SQL_H_
+#define DENORMD_CONNECTORS_POSTGRES_SQL_H_
+
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace denormd {
+
+// Converts a libpqxx exception into a Status that says what a retry would
+// do: Transient for a lost connection, deadlock, serialization failure,
+// server shutdown or resource exhaustion (and a commit whose outcome is
+// unknown); Busy for a lock refused by NOWAIT; Fatal otherwise. `what` says
+// what was being done ("loading entities").
+Status FromPostgresException(const std::exception& e, const std::string& what);
+
+// Runs `body`, converting any exception with FromPostgresException.
+template <typename F>
+Status Guard(const std::string& what, F&& body) {
+  try {
+    body();
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return FromPostgresException(e, what);
+  }
+}
+
+// PostgreSQL array literals: {"a","b\"c"} and {1,-2,3}.
+std::string PgTextArray(const std::vector<std::string>& values);
+std::string PgBigintArray(const std::vector<int64_t>& values);
+
+// Lowercase hex of bytes, and back (for bytea parameters and results).
+std::string HexEncode(const std::string& bytes);
+std::string HexDecode(const char* hex);
+
+// FNV-1a 64-bit hash of a lock key: the row of the locks table that stands for it.
+int64_t LockRowId(const std::string& key);
+
+}  // namespace denormd
+
+#endif  // DENORMD_CONNECTORS_POSTGRES_SQL_H_

@@ -1,0 +1,764 @@
+#include "connectors/postgres_transaction.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <pqxx/pqxx>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "connectors/postgres_sql.h"
+
+namespace denormd {
+
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void WriteString(JsonWriter& w, const std::string& s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+std::string Text(const rapidjson::StringBuffer& buffer) {
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+// The members "source", "partition" and "position" of a JSON row.
+void WritePositionMembers(JsonWriter& w, const SourcePosition& at) {
+  w.Key("source");
+  WriteString(w, at.source);
+  w.Key("partition");
+  w.Int(at.partition);
+  w.Key("position");
+  w.Int64(at.position);
+}
+
+std::optional<uint64_t> ParseVersion(const pqxx::field& field) {
+  if (field.is_null()) return std::nullopt;
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+Status ParseData(const pqxx::field& field, JsonPtr* out) {
+  if (field.is_null()) {
+    out->reset();
+    return Status::Ok();
+  }
+  return ParseJsonShared(field.c_str(), out);
+}
+
+// Index ranges as arrays (target, sort hex, id, backward, limit). A range
+// without `from` gets the smallest key (forward) or one above every key
+// (backward: sort keys start with 0x01 or 0x02, or are empty), so that every
+// range is an index range condition, never a filter.
+struct RangeArrays {
+  explicit RangeArrays(const std::vector<IndexRange>& ranges) {
+    std::vector<std::string> targets, sorts, ids, backwards, limits;
+    for (const IndexRange& range : ranges) {
+      targets.push_back(range.target);
+      sorts.push_back(range.from ? HexEncode(range.from->sort) : range.backward ? "ff" : "");
+      ids.push_back(range.from ? range.from->id : "");
+      backwards.push_back(range.backward ? "t" : "f");
+      limits.push_back(range.limit == 0 ? "NULL" : std::to_string(range.limit));
+    }
+    target = PgTextArray(targets);
+    sort = PgTextArray(sorts);
+    id = PgTextArray(ids);
+    backward = PgTextArray(backwards);
+    limit = "{";
+    for (size_t i = 0; i < limits.size(); ++i) limit += (i ? "," : "") + limits[i];
+    limit += "}";
+  }
+  std::string target, sort, id, backward, limit;
+};
+
+class PostgresTransaction : public StoreTransaction,
+                            public SourceRows,
+                            public ReferenceIndex,
+                            public DocumentTables,
+                            public StreamLedger,
+                            public WriteLocks {
+ public:
+  PostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
+                      const std::string& schema, LockRowProvisioner provision)
+      : work_(connection),
+        state_(state),
+        schema_(work_.quote_name(schema)),
+        provision_([this, provision = std::move(provision)](const std::string& keys) {
+          ++round_trips_;
+          return provision(keys);
+        }) {}
+
+  SourceRows& source() override { return *this; }
+  ReferenceIndex& index() override { return *this; }
+  DocumentTables& documents() override { return *this; }
+  StreamLedger& ledger() override { return *this; }
+  WriteLocks& locks() override { return *this; }
+
+  Status Commit() override {
+    ++round_trips_;
+    return Guard("committing", [&] { work_.commit(); });
+  }
+
+  // Every statement of the engine is a keyed lookup or a range of one key, for
+  // which an index nested loop is the right plan at any table size. Tables
+  // that grow fast (a first load) have statistics minutes old, with which
+  // the planner picks scans and hash joins that cost seconds; forbid those.
+  uint64_t round_trips() const override { return round_trips_; }
+
+  // ---- WriteLocks
+
+  Status LockWriters(bool exclusive) override {
+    return Guard("joining the writers", [&] {
+      Run(std::string("lock table ") + schema_ + ".writers in " +
+                 (exclusive ? "exclusive" : "share") + " mode");
+    });
+  }
+
+  Status LockKeys(const std::vector<std::string>& keys, Mode mode) override {
+    std::vector<int64_t> ids;
+    for (const std::string& key : keys) ids.push_back(LockRowId(key));
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    if (ids.empty()) return Status::Ok();
+    // A key is a row of the locks table; its lock is a row lock, which
+    // PostgreSQL keeps in the row itself, so a fan-out that locks 100,000
+    // documents cannot exhaust the shared lock table. Missing rows are
+    // created by a separate autocommit connection: inserting them here would
+    // make this transaction wait for another one's uncommitted insert.
+    const std::string nowait = mode == Mode::kNoWait ? " nowait" : "";
+    std::vector<int64_t> unknown;
+    for (int64_t id : ids) {
+      if (!state_.lock_rows.count(id)) unknown.push_back(id);
+    }
+    // Waiting locks are taken in one statement, in key order, so that two
+    // writers cannot deadlock: every row must exist first. Without waiting,
+    // order does not matter: lock the rows that exist, then the rest.
+    if (mode == Mode::kWait && !unknown.empty()) {
+      DENORMD_RETURN_IF_ERROR(provision_(PgBigintArray(unknown)));
+    }
+    std::vector<int64_t> locked;
+    DENORMD_RETURN_IF_ERROR(LockRows(ids, nowait, &locked));
+    if (locked.size() < ids.size()) {
+      // Rows that did not exist: new keys (NOWAIT), or known rows pruned
+      // meanwhile (waiting; taken out of key order, which is safe only
+      // because PostgreSQL detects the rare deadlock and the batch retries).
+      std::vector<int64_t> absent;
+      std::set_difference(ids.begin(), ids.end(), locked.begin(), locked.end(),
+                          std::back_inserter(absent));
+      DENORMD_RETURN_IF_ERROR(provision_(PgBigintArray(absent)));
+      std::vector<int64_t> more;
+      DENORMD_RETURN_IF_ERROR(LockRows(absent, nowait, &more));
+      if (more.size() < absent.size()) {
+        return Status::Transient("lock rows vanished while locking (pruned concurrently)");
+      }
+    }
+    if (state_.lock_rows.size() > (4u << 20)) state_.lock_rows.clear();
+    state_.lock_rows.insert(ids.begin(), ids.end());
+    return Status::Ok();
+  }
+
+  // ---- SourceRows
+
+  Status LoadEntities(const std::vector<EntityKey>& keys,
+                      std::vector<EntityRecord>* out) override {
+    if (keys.empty()) return Status::Ok();
+    std::vector<std::string> types, ids;
+    for (const EntityKey& key : keys) {
+      types.push_back(key.type);
+      ids.push_back(key.id);
+    }
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("loading entities", [&] {
+      rows = Run(
+          "select e.type, e.id, e.version::text, e.deleted, e.data::text from " + schema_ +
+              ".entities e join unnest($1::text[], $2::text[]) k(type, id)"
+              " on e.type = k.type and e.id = k.id",
+          PgTextArray(types), PgTextArray(ids));
+    }));
+    for (const auto& row : rows) {
+      EntityRecord record;
+      record.key = {row[0].c_str(), row[1].c_str()};
+      record.version = ParseVersion(row[2]);
+      record.deleted = row[3].as<bool>();
+      DENORMD_RETURN_IF_ERROR(ParseData(row[4], &record.data));
+      out->push_back(std::move(record));
+    }
+    return Status::Ok();
+  }
+
+  Status WriteEntities(const std::vector<EntityWrite>& writes) override {
+    rapidjson::StringBuffer entities, references;
+    JsonWriter e(entities), r(references);
+    std::vector<std::string> types, ids;
+    e.StartArray();
+    r.StartArray();
+    for (const EntityWrite& write : writes) {
+      const EntityRecord& record = write.record;
+      types.push_back(record.key.type);
+      ids.push_back(record.key.id);
+      WriteEntityRow(e, record);
+      for (const ReferenceRow& row : write.references) {
+        r.StartArray();
+        WriteString(r, record.key.type);
+        WriteString(r, row.relation->name());
+        WriteString(r, row.target);
+        WriteString(r, record.key.id);
+        WriteString(r, HexEncode(row.sort));
+        r.EndArray();
+      }
+    }
+    e.EndArray();
+    r.EndArray();
+    return Guard("writing " + std::to_string(writes.size()) + " entities", [&] {
+      // The source rows and the removal of their old index rows in one
+      // statement; the removed rows come back as per-target counts.
+      pqxx::result removed = Run(
+          "with e as (insert into " + schema_ + ".entities as t (type, id, version, deleted, data)"
+          " select x.type, x.id, x.version, x.deleted, x.data from jsonb_to_recordset($1::jsonb)"
+          " as x(type text, id text, version numeric, deleted boolean, data jsonb)"
+          " on conflict (type, id) do update set version = excluded.version,"
+          " deleted = excluded.deleted, data = excluded.data, updated_at = now()),"
+          " d as (delete from " + schema_ + ".refs r using unnest($2::text[], $3::text[]) k(type, id)"
+          " where r.type = k.type and r.id = k.id returning r.type, r.field, r.target)"
+          " select type, field, target, count(*) from d group by 1, 2, 3",
+          Text(entities), PgTextArray(types), PgTextArray(ids));
+      rapidjson::StringBuffer gone;
+      JsonWriter g(gone);
+      g.StartArray();
+      for (const auto& row : removed) {
+        g.StartArray();
+        for (int column = 0; column < 3; ++column) g.String(row[column].c_str());
+        g.Int64(row[3].as<int64_t>());
+        g.EndArray();
+      }
+      g.EndArray();
+      // The new index rows, and ref_counts kept equal to the rows: +1 per row
+      // inserted, -1 per row removed, applied in key order so that
+      // concurrent writers cannot deadlock on the counters.
+      Run("with i as (insert into " + schema_ + ".refs (type, field, target, id, sort)"
+          " select x->>0, x->>1, x->>2, x->>3, decode(x->>4, 'hex')"
+          " from jsonb_array_elements($1::jsonb) x on conflict do nothing"
+          " returning type, field, target),"
+          " delta as (select type, field, target, sum(n)::bigint as n from ("
+          " select type, field, target, 1 as n from i union all"
+          " select x->>0, x->>1, x->>2, -(x->>3)::bigint from jsonb_array_elements($2::jsonb) x"
+          ") u group by 1, 2, 3 having sum(n) <> 0)"
+          " insert into " + schema_ + ".ref_counts as c (type, field, target, count)"
+          " select type, field, target, n from delta order by 1, 2, 3"
+          " on conflict (type, field, target) do update set count = c.count + excluded.count",
+          Text(references), Text(gone));
+    });
+  }
+
+  Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
+                       std::vector<std::string>* out) override {
+    return ListStrings("listing entities",
+                       "select id from " + schema_ +
+                           ".entities where type = $1 and not deleted and id > $2"
+                           " order by id limit $3",
+                       type, after, limit, out);
+  }
+
+  // ---- ReferenceIndex
+
+  Status Scan(const Relation& relation, const std::vector<IndexRange>& ranges, Read read,
+              std::vector<Referrer>* out) override {
+    if (ranges.empty()) return Status::Ok();
+    const RangeArrays arrays(ranges);
+    // Per range one index range scan in the range's direction.
+    const std::string range = ".refs r where r.type = $1 and r.field = $2 and r.target = t.target"
+                              " and (r.sort, r.id) ";
+    const std::string bound = " (decode(t.sort, 'hex'), t.id collate \"C\")";
+    const std::string scans =
+        " from unnest($3::text[], $4::text[], $5::text[], $6::bool[], $7::bigint[])"
+        " t(target, sort, id, backward, lim)"
+        " cross join lateral ((select r.sort, r.id from " + schema_ + range + ">=" + bound +
+        " and not t.backward order by r.sort, r.id limit t.lim)"
+        " union all (select r.sort, r.id from " + schema_ + range + "<" + bound +
+        " and t.backward order by r.sort desc, r.id desc limit t.lim)) x";
+    const bool with_data = read == Read::kKeysAndData;
+    const std::string sql =
+        with_data ? "select t.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text" +
+                        scans + " join " + schema_ + ".entities e on e.type = $1 and e.id = x.id"
+                  : "select t.target, encode(x.sort, 'hex'), x.id" + scans;
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard(with_data ? "loading referrers" : "finding referrers", [&] {
+      rows = Run(sql, relation.entity_type(), relation.name(), arrays.target,
+                               arrays.sort, arrays.id, arrays.backward, arrays.limit);
+    }));
+    for (const auto& row : rows) {
+      Referrer referrer;
+      referrer.target = row[0].c_str();
+      referrer.sort = HexDecode(row[1].c_str());
+      referrer.entity.key = {relation.entity_type(), row[2].c_str()};
+      if (with_data) {
+        referrer.entity.version = ParseVersion(row[3]);
+        DENORMD_RETURN_IF_ERROR(ParseData(row[4], &referrer.entity.data));
+      }
+      out->push_back(std::move(referrer));
+    }
+    return Status::Ok();
+  }
+
+  Status Count(const Relation& relation, const std::vector<IndexRange>& ranges,
+               std::map<std::string, uint64_t>* out) override {
+    std::vector<std::string> whole;
+    std::vector<IndexRange> from;
+    for (const IndexRange& range : ranges) {
+      (*out)[range.target] = 0;
+      if (range.from) {
+        from.push_back(range);
+        from.back().backward = false;
+      } else {
+        whole.push_back(range.target);
+      }
+    }
+    pqxx::result rows;
+    if (!whole.empty()) {
+      DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
+        rows = Run("select target, count from " + schema_ +
+                                     ".ref_counts where type = $1 and field = $2 and"
+                                     " target = any($3::text[]) and count > 0",
+                                 relation.entity_type(), relation.name(), PgTextArray(whole));
+      }));
+      for (const auto& row : rows) (*out)[row[0].c_str()] = row[1].as<uint64_t>();
+    }
+    if (from.empty()) return Status::Ok();
+    const RangeArrays arrays(from);
+    DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
+      rows = Run(
+          "select b.target, (select count(*) from " + schema_ +
+              ".refs r where r.type = $1 and r.field = $2 and r.target = b.target"
+              " and (r.sort, r.id) >= (decode(b.sort, 'hex'), b.id collate \"C\"))"
+              " from unnest($3::text[], $4::text[], $5::text[]) b(target, sort, id)",
+          relation.entity_type(), relation.name(), arrays.target, arrays.sort, arrays.id);
+    }));
+    for (const auto& row : rows) (*out)[row[0].c_str()] = row[1].as<uint64_t>();
+    return Status::Ok();
+  }
+
+  Status ListTargets(const Relation& relation, const std::string& after, size_t limit,
+                     std::vector<std::string>* out) override {
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("listing reference targets", [&] {
+      rows = Run("select distinct target from " + schema_ +
+                                   ".refs where type = $1 and field = $2 and target > $3"
+                                   " order by target limit $4",
+                               relation.entity_type(), relation.name(), after,
+                               static_cast<int64_t>(limit));
+    }));
+    for (const auto& row : rows) out->push_back(row[0].c_str());
+    return Status::Ok();
+  }
+
+  // ---- DocumentTables
+
+  Status Upsert(const ProjectionConfig& projection, const std::vector<DocumentRow>& rows,
+                uint64_t* written) override {
+    rapidjson::StringBuffer buffer;
+    JsonWriter w(buffer);
+    w.StartArray();
+    for (const DocumentRow& row : rows) {
+      w.StartObject();
+      w.Key("id");
+      WriteString(w, row.id);
+      w.Key("pk");
+      if (row.pk) {
+        WriteString(w, *row.pk);
+      } else {
+        w.Null();
+      }
+      w.Key("doc");
+      w.RawValue(row.json.data(), row.json.size(), rapidjson::kObjectType);
+      if (row.bucket) WriteBucketMeta(w, *row.bucket);
+      w.EndObject();
+    }
+    w.EndArray();
+    return Guard("writing documents of " + projection.name, [&] {
+      pqxx::result result = Run(
+          "insert into " + Table(projection) +
+              " as c (id, doc, pk, projection, seq, number, lo_sort, lo_id, members)"
+              " select x.id, x.doc, x.pk, $2, x.seq, x.number, decode(x.lo_sort, 'hex'), x.lo_id,"
+              " x.members from jsonb_to_recordset($1::jsonb) as x(id text, doc jsonb, pk text,"
+              " seq bigint, number bigint, lo_sort text, lo_id text, members integer)"
+              " on conflict (id) do update set doc = excluded.doc, pk = excluded.pk,"
+              " projection = excluded.projection, seq = excluded.seq, number = excluded.number,"
+              " lo_sort = excluded.lo_sort, lo_id = excluded.lo_id, members = excluded.members"
+              " where c.doc is distinct from excluded.doc or c.pk is distinct from excluded.pk"
+              " or c.projection is distinct from excluded.projection"
+              " or c.seq is distinct from excluded.seq or c.number is distinct from excluded.number"
+              " or c.lo_sort is distinct from excluded.lo_sort"
+              " or c.lo_id is distinct from excluded.lo_id"
+              " or c.members is distinct from excluded.members",
+          Text(buffer), projection.name);
+      *written += result.affected_rows();
+    });
+  }
+
+  Status Delete(const ProjectionConfig& projection, const std::vector<std::string>& ids,
+                uint64_t* deleted) override {
+    return Guard("deleting documents of " + projection.name, [&] {
+      pqxx::result result = Run(
+          "delete from " + Table(projection) + " where projection = $1 and id = any($2::text[])",
+          projection.name, PgTextArray(ids));
+      *deleted += result.affected_rows();
+    });
+  }
+
+  Status DeleteByPkExcept(const ProjectionConfig& projection, const std::vector<std::string>& pks,
+                          const std::vector<std::string>& keep, uint64_t* deleted) override {
+    return Guard("deleting documents of " + projection.name, [&] {
+      pqxx::result result = Run(
+          "delete from " + Table(projection) +
+              " where projection = $1 and pk = any($2::text[]) and id <> all($3::text[])",
+          projection.name, PgTextArray(pks), PgTextArray(keep));
+      *deleted += result.affected_rows();
+    });
+  }
+
+  Status Load(const ProjectionConfig& projection, const std::vector<std::string>& ids,
+              std::vector<DocumentRow>* out) override {
+    return LoadDocumentsWhere(projection, "id", ids, out);
+  }
+
+  Status LoadByPk(const ProjectionConfig& projection, const std::vector<std::string>& pks,
+                  std::vector<DocumentRow>* out) override {
+    return LoadDocumentsWhere(projection, "pk", pks, out);
+  }
+
+  Status ListKeys(const ProjectionConfig& projection, bool by_pk, const std::string& after,
+                  size_t limit, std::vector<std::string>* out) override {
+    const std::string column = by_pk ? "pk" : "id";
+    return ListStrings("listing documents of " + projection.name,
+                       "select distinct " + column + " from " + Table(projection) +
+                           " where projection = $1 and " + column + " > $2 order by " + column +
+                           " limit $3",
+                       projection.name, after, limit, out);
+  }
+
+  Status ProbeBuckets(const ProjectionConfig& projection,
+                      const std::vector<std::pair<std::string, IndexKey>>& probes,
+                      std::vector<BucketSlot>* out) override {
+    if (probes.empty()) return Status::Ok();
+    std::vector<std::string> groups, sorts, ids;
+    for (const auto& probe : probes) {
+      groups.push_back(probe.first);
+      sorts.push_back(HexEncode(probe.second.sort));
+      ids.push_back(probe.second.id);
+    }
+    const std::string table = Table(projection);
+    const std::string columns = "c.id, c.number, c.seq, encode(c.lo_sort, 'hex'), c.lo_id, c.members";
+    const std::string bound = " (decode(p.sort, 'hex'), p.id collate \"C\")";
+    const std::string where =
+        " from " + table + " c where c.projection = $1 and c.pk = p.grp and c.lo_sort is not null"
+        " and (c.lo_sort, c.lo_id) ";
+    const std::string window = std::to_string(kProbeWindow);
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("finding buckets of " + projection.name, [&] {
+      rows = Run(
+          "select p.i, w.below, w.id, w.number, w.seq, w.lo_sort, w.lo_id, w.members"
+          " from unnest($2::text[], $3::text[], $4::text[]) with ordinality p(grp, sort, id, i)"
+          " cross join lateral ((select true as below, " + columns + where + "<=" + bound +
+              " order by c.lo_sort desc, c.lo_id desc limit " + window + ")"
+          " union all (select false, " + columns + where + ">" + bound +
+              " order by c.lo_sort, c.lo_id limit " + window + ")) w(below, id, number, seq,"
+              " lo_sort, lo_id, members)",
+          projection.name, PgTextArray(groups), PgTextArray(sorts), PgTextArray(ids));
+    }));
+    for (const auto& row : rows) {
+      BucketSlot slot;
+      slot.probe = row[0].as<size_t>() - 1;
+      slot.below = row[1].as<bool>();
+      slot.id = row[2].c_str();
+      slot.meta.number = row[3].as<uint64_t>();
+      slot.meta.seq = row[4].as<int64_t>();
+      slot.meta.lo = IndexKey{HexDecode(row[5].c_str()), row[6].c_str()};
+      slot.meta.members = row[7].as<uint64_t>();
+      out->push_back(std::move(slot));
+    }
+    return Status::Ok();
+  }
+
+  Status MaxBucketNumbers(const ProjectionConfig& projection,
+                          const std::vector<std::string>& groups,
+                          std::map<std::string, uint64_t>* out) override {
+    if (groups.empty()) return Status::Ok();
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("numbering buckets of " + projection.name, [&] {
+      rows = Run("select g, (select c.number from " + Table(projection) +
+                                   " c where c.projection = $1 and c.pk = g and c.number is not null"
+                                   " order by c.number desc limit 1) from unnest($2::text[]) g",
+                               projection.name, PgTextArray(groups));
+    }));
+    for (const auto& row : rows) {
+      if (!row[1].is_null()) (*out)[row[0].c_str()] = row[1].as<uint64_t>();
+    }
+    return Status::Ok();
+  }
+
+  Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group, int64_t step,
+                        uint64_t* written) override {
+    const std::string table = Table(projection);
+    return Guard("respacing the buckets of " + projection.name, [&] {
+      pqxx::result result = Run(
+          "update " + table + " c set seq = r.rank * $3,"
+              " doc = jsonb_set(c.doc, '{seq}', to_jsonb(r.rank * $3))"
+              " from (select id, row_number() over (order by lo_sort, lo_id) - 1 as rank from " +
+              table + " where projection = $1 and pk = $2 and lo_sort is not null) r"
+              " where c.id = r.id",
+          projection.name, group, step);
+      *written += result.affected_rows();
+    });
+  }
+
+  // ---- StreamLedger
+
+  Status LoadPositions(const std::string& source, std::vector<StoredPosition>* out) override {
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("loading positions", [&] {
+      rows = Run("select partition, position, applied, stale, dead from " + schema_ +
+                                   ".positions where source = $1 order by partition",
+                               source);
+    }));
+    for (const auto& row : rows) {
+      StoredPosition position;
+      position.at = {source, row[0].as<int32_t>(), row[1].as<int64_t>()};
+      position.applied = row[2].as<uint64_t>();
+      position.stale = row[3].as<uint64_t>();
+      position.dead = row[4].as<uint64_t>();
+      out->push_back(position);
+    }
+    return Status::Ok();
+  }
+
+  // One statement: existing streams are advanced where their stored
+  // position is what the batch expected (fenced) or unconditionally; new
+  // streams are inserted. The UPDATE's row lock makes a second committer of
+  // a stream wait and then re-check against the first one's position (READ
+  // COMMITTED re-evaluates the condition on the row it waited for), and a
+  // fenced insert that loses a race to another inserter does nothing; either
+  // way the stream is missing from the result, which is the Conflict.
+  Status SavePositions(const std::vector<PositionUpdate>& updates) override {
+    rapidjson::StringBuffer buffer;
+    JsonWriter w(buffer);
+    w.StartArray();
+    for (const PositionUpdate& update : updates) {
+      w.StartObject();
+      WritePositionMembers(w, update.at);
+      w.Key("applied");
+      w.Uint64(update.applied);
+      w.Key("stale");
+      w.Uint64(update.stale);
+      w.Key("dead");
+      w.Uint64(update.dead);
+      w.Key("fenced");
+      w.Bool(update.expected_previous.has_value());
+      w.Key("expected");
+      w.Int64(update.expected_previous.value_or(-1));
+      w.EndObject();
+    }
+    w.EndArray();
+    const std::string table = schema_ + ".positions";
+    pqxx::result saved;
+    DENORMD_RETURN_IF_ERROR(Guard("saving positions", [&] {
+      saved = Run(
+          "with x as (select * from jsonb_to_recordset($1::jsonb) as x(source text,"
+          " partition integer, position bigint, applied bigint, stale bigint, dead bigint,"
+          " fenced boolean, expected bigint)),"
+          " u as (update " + table + " p set position = x.position,"
+          " applied = p.applied + x.applied, stale = p.stale + x.stale, dead = p.dead + x.dead,"
+          " updated_at = now() from x where p.source = x.source and p.partition = x.partition"
+          " and (not x.fenced or p.position = x.expected) returning p.source, p.partition),"
+          " f as (insert into " + table + " (source, partition, position, applied, stale, dead)"
+          " select source, partition, position, applied, stale, dead from x"
+          " where x.fenced and x.expected = -1"
+          " and not exists (select 1 from u where u.source = x.source and u.partition = x.partition)"
+          " on conflict do nothing returning source, partition),"
+          " n as (insert into " + table + " as p (source, partition, position, applied, stale, dead)"
+          " select source, partition, position, applied, stale, dead from x where not x.fenced"
+          " and not exists (select 1 from u where u.source = x.source and u.partition = x.partition)"
+          " on conflict (source, partition) do update set position = excluded.position,"
+          " applied = p.applied + excluded.applied, stale = p.stale + excluded.stale,"
+          " dead = p.dead + excluded.dead, updated_at = now() returning source, partition)"
+          " select source, partition from u union all select source, partition from f"
+          " union all select source, partition from n",
+          Text(buffer));
+    }));
+    if (saved.size() == updates.size()) return Status::Ok();
+    std::set<std::pair<std::string, int32_t>> done;
+    for (const auto& row : saved) done.insert({row[0].c_str(), row[1].as<int32_t>()});
+    for (const PositionUpdate& update : updates) {
+      if (done.count({update.at.source, update.at.partition})) continue;
+      pqxx::result stored;
+      DENORMD_RETURN_IF_ERROR(Guard("reading a position", [&] {
+        stored = Run("select position from " + table + " where source = $1 and partition = $2",
+                     update.at.source, update.at.partition);
+      }));
+      const int64_t position = stored.empty() ? -1 : stored[0][0].as<int64_t>();
+      return Status::Conflict(update.at.source + " partition " +
+                              std::to_string(update.at.partition) + " is at " +
+                              std::to_string(position) + ", this batch expected " +
+                              std::to_string(update.expected_previous.value_or(-1)) +
+                              ": another consumer applied these events");
+    }
+    return Status::Ok();
+  }
+
+  Status AddDeadLetters(const std::vector<DeadLetter>& letters) override {
+    rapidjson::StringBuffer buffer;
+    JsonWriter w(buffer);
+    w.StartArray();
+    for (const DeadLetter& letter : letters) {
+      w.StartObject();
+      WritePositionMembers(w, letter.at);
+      w.Key("raw");
+      WriteString(w, HexEncode(letter.raw));
+      w.Key("reason");
+      WriteString(w, letter.reason);
+      w.EndObject();
+    }
+    w.EndArray();
+    return Guard("writing dead letters", [&] {
+      Run(
+          "insert into " + schema_ + ".dead_letters (source, partition, position, raw, reason)"
+              " select x.source, x.partition, x.position, decode(x.raw, 'hex'), x.reason"
+              " from jsonb_to_recordset($1::jsonb) as x(source text, partition integer,"
+              " position bigint, raw text, reason text)",
+          Text(buffer));
+    });
+  }
+
+ private:
+  std::string Table(const ProjectionConfig& projection) {
+    return schema_ + "." + work_.quote_name(projection.collection);
+  }
+
+  static void WriteBucketMeta(JsonWriter& w, const BucketMeta& meta) {
+    w.Key("seq");
+    w.Int64(meta.seq);
+    w.Key("number");
+    w.Uint64(meta.number);
+    w.Key("members");
+    w.Uint64(meta.members);
+    if (!meta.lo) return;
+    w.Key("lo_sort");
+    WriteString(w, HexEncode(meta.lo->sort));
+    w.Key("lo_id");
+    WriteString(w, meta.lo->id);
+  }
+
+  // Locks the rows of `ids` (sorted) that exist, in key order; *locked gets
+  // their ids, sorted.
+  Status LockRows(const std::vector<int64_t>& ids, const std::string& nowait,
+                  std::vector<int64_t>* locked) {
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("locking " + std::to_string(ids.size()) + " keys", [&] {
+      rows = Run("select key from " + schema_ +
+                     ".locks where key = any($1::bigint[]) order by key for update" + nowait,
+                 PgBigintArray(ids));
+    }));
+    for (const auto& row : rows) locked->push_back(row[0].as<int64_t>());
+    return Status::Ok();
+  }
+
+  static void WriteEntityRow(JsonWriter& e, const EntityRecord& record) {
+    e.StartObject();
+    e.Key("type");
+    WriteString(e, record.key.type);
+    e.Key("id");
+    WriteString(e, record.key.id);
+    e.Key("version");
+    if (record.version) {
+      e.Uint64(*record.version);
+    } else {
+      e.Null();
+    }
+    e.Key("deleted");
+    e.Bool(record.deleted);
+    e.Key("data");
+    if (record.data) {
+      record.data->Accept(e);
+    } else {
+      e.Null();
+    }
+    e.EndObject();
+  }
+
+  Status ListStrings(const std::string& what, const std::string& sql, const std::string& a,
+                     const std::string& after, size_t limit, std::vector<std::string>* out) {
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard(what, [&] {
+      rows = Run(sql, a, after, static_cast<int64_t>(limit));
+    }));
+    for (const auto& row : rows) out->push_back(row[0].c_str());
+    return Status::Ok();
+  }
+
+  Status LoadDocumentsWhere(const ProjectionConfig& projection, const std::string& column,
+                            const std::vector<std::string>& values,
+                            std::vector<DocumentRow>* out) {
+    if (values.empty()) return Status::Ok();
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("loading documents of " + projection.name, [&] {
+      rows = Run(
+          "select id, pk, doc::text, number, seq, encode(lo_sort, 'hex'), lo_id, members from " +
+              Table(projection) + " where projection = $1 and " + column + " = any($2::text[])",
+          projection.name, PgTextArray(values));
+    }));
+    for (const auto& row : rows) {
+      DocumentRow doc;
+      doc.id = row[0].c_str();
+      if (!row[1].is_null()) doc.pk = row[1].c_str();
+      doc.json = row[2].c_str();
+      if (!row[3].is_null()) {
+        BucketMeta meta;
+        meta.number = row[3].as<uint64_t>();
+        meta.seq = row[4].is_null() ? 0 : row[4].as<int64_t>();
+        if (!row[5].is_null()) meta.lo = IndexKey{HexDecode(row[5].c_str()), row[6].c_str()};
+        meta.members = row[7].is_null() ? 0 : row[7].as<uint64_t>();
+        doc.bucket = meta;
+      }
+      out->push_back(std::move(doc));
+    }
+    return Status::Ok();
+  }
+
+  // Runs one statement, prepared once per connection (parsed once; see
+  // PreparedStatements), and counts the round trip.
+  template <typename... Args>
+  pqxx::result Run(const std::string& sql, Args&&... args) {
+    ++round_trips_;
+    return work_.exec_prepared(state_.statements.Name(sql), std::forward<Args>(args)...);
+  }
+
+  pqxx::work work_;
+  ConnectionState& state_;
+  std::string schema_;
+  LockRowProvisioner provision_;
+  uint64_t round_trips_ = 0;
+};
+
+}  // namespace
+
+PreparedStatements::PreparedStatements(pqxx::connection_base& connection)
+    : connection_(connection) {}
+
+const std::string& PreparedStatements::Name(const std::string& sql) {
+  auto found = names_.find(sql);
+  if (found != names_.end()) return found->second;
+  std::string name = "denormd_" + std::to_string(names_.size());
+  connection_.prepare(name, sql);
+  return names_.emplace(sql, std::move(name)).first->second;
+}
+
+Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
+                                const std::string& schema, LockRowProvisioner provision,
+                                std::unique_ptr<StoreTransaction>* out) {
+  return Guard("starting a transaction", [&] {
+    *out = std::make_unique<PostgresTransaction>(connection, state, schema, std::move(provision));
+  });
+}
+
+}  // namespace denormd

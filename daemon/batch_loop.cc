@@ -1,0 +1,104 @@
+#include "daemon/batch_loop.h"
+
+#include <chrono>
+#include <thread>
+
+#include "common/log.h"
+#include "common/retry.h"
+
+namespace denormd {
+
+BatchLoop::BatchLoop(EventSource& source, const Decoder& decoder, const BatchApplier& applier,
+                     Store& store, DeadLetterSink* dead_letters, BatchLoopOptions options,
+                     BatchLoopHooks hooks, const std::atomic<bool>& stopping)
+    : source_(source),
+      decoder_(decoder),
+      applier_(applier),
+      store_(store),
+      dead_letters_(dead_letters),
+      options_(options),
+      hooks_(std::move(hooks)),
+      stopping_(stopping) {}
+
+Status BatchLoop::Run() {
+  while (!stopping_.load() && !source_.Exhausted()) {
+    std::vector<RawRecord> records;
+    DENORMD_RETURN_IF_ERROR(source_.Poll(std::max<size_t>(1, options_.max_events),
+                                         options_.max_delay_ms, options_.idle_ms, &records));
+    if (hooks_.after_poll) hooks_.after_poll();
+    if (records.empty()) continue;
+    DENORMD_RETURN_IF_ERROR(ApplyWithRetry(records));
+  }
+  return Status::Ok();
+}
+
+Status BatchLoop::ApplyWithRetry(const std::vector<RawRecord>& records) {
+  EventBatch batch = DecodeBatch(decoder_, records);
+  batch.previous_positions = source_.FencingPositions();
+  bool dead_letters_published = dead_letters_ == nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  for (int attempt = 1;; ++attempt) {
+    Status status;
+    if (!dead_letters_published) {
+      status = dead_letters_->Publish(batch.dead_letters);
+      dead_letters_published = status.ok();
+    }
+    BatchStats stats;
+    if (status.ok()) status = applier_.Apply(&store_, batch, &stats);
+    if (status.ok()) {
+      source_.MarkCommitted(batch.last_positions);
+      if (attempt > 1) Log(LogLevel::kInfo, "batch_recovered", {{"attempts", attempt}});
+      WarnIfTailsRendered(stats);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (hooks_.on_commit) hooks_.on_commit(records, stats, seconds, attempt);
+      return Status::Ok();
+    }
+    if (status.IsConflict()) {
+      Log(LogLevel::kWarn, "batch_fenced", {{"error", status.message()}});
+      Status reseek = source_.Reseek();
+      return stopping_.load() ? Status::Ok() : reseek;
+    }
+    const bool retry = status.IsTransient() &&
+                       (options_.max_attempts == 0 || attempt < options_.max_attempts);
+    if (!retry) return status;
+    if (hooks_.on_retry) hooks_.on_retry(status, attempt);
+    Log(LogLevel::kWarn, "batch_retry",
+        {{"attempt", attempt}, {"error", status.message()},
+         {"retry_in_ms", RetryBackoffMs(attempt)}});
+    Pause(RetryBackoffMs(attempt));
+    if (stopping_.load()) {
+      // Nothing of this batch committed; it is read again after a restart.
+      Log(LogLevel::kInfo, "batch_abandoned_for_stop", {{"attempts", attempt}});
+      return Status::Ok();
+    }
+  }
+}
+
+void WarnIfTailsRendered(const BatchStats& stats) {
+  if (stats.tails_rendered == 0) return;
+  Log(LogLevel::kWarn, "bucket_tails_rendered",
+      {{"groups", stats.tails_rendered},
+       {"reason", "stored buckets did not match their members (edited, or select changed "
+                  "without rebuild); rendered from the entities, exact; run denormd verify"}});
+}
+
+PositionLoader LoadPositionsFrom(Store& store) {
+  return [&store](const std::string& source, std::map<int32_t, int64_t>* positions) {
+    std::unique_ptr<StoreTransaction> txn;
+    DENORMD_RETURN_IF_ERROR(store.Begin(&txn));
+    std::vector<StoredPosition> stored;
+    DENORMD_RETURN_IF_ERROR(txn->ledger().LoadPositions(source, &stored));
+    for (const StoredPosition& p : stored) (*positions)[p.at.partition] = p.at.position;
+    return Status::Ok();
+  };
+}
+
+void BatchLoop::Pause(int ms) const {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!stopping_.load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace denormd

@@ -1,0 +1,34 @@
+// The native event format (shared/DESIGN.md, "Events"): one JSON object per
+// Kafka message value or log line,
+//   {"type": "book", "id": "b1", "op": "upsert"|"patch"|"delete",
+//    "version": 7, "data": {...}}
+// validated against the configured entity types.
+#ifndef DENORMD_FORMATS_NATIVE_FORMAT_H_
+#define DENORMD_FORMATS_NATIVE_FORMAT_H_
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "formats/decoder.h"
+
+namespace denormd {
+
+class NativeDecoder : public Decoder {
+ public:
+  // Borrows `config`, which must outlive the decoder.
+  explicit NativeDecoder(const Config& config) : config_(config) {}
+  Status Decode(const RawRecord& record, std::vector<EntityEvent>* events,
+                bool* skipped) const override;
+
+ private:
+  const Config& config_;
+};
+
+// Decodes one native event; InvalidInput with the reason when it is not one
+// ("field \"version\" must be an unsigned 64-bit integer").
+Status DecodeNativeEvent(const Config& config, const std::string& bytes, EntityEvent* out);
+
+}  // namespace denormd
+
+#endif  // DENORMD_FORMATS_NATIVE_FORMAT_H_

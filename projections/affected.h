@@ -1,0 +1,55 @@
+// AffectedUnits: what a batch must recompute, collected from its entity
+// changes by the projections and derivations that depend on them.
+//
+// A unit is what is recomputed as a whole: for an entity projection the
+// document of one root id; for a bucket projection one group, with the
+// member changes that say which of its buckets moved.
+#ifndef DENORMD_PROJECTIONS_AFFECTED_H_
+#define DENORMD_PROJECTIONS_AFFECTED_H_
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "projections/relation.h"
+#include "projections/store.h"
+
+namespace denormd {
+
+// One member of a bucket group changed by a batch: where it sat in the
+// group's order before (absent: it was not in the group) and sits now
+// (absent: it left), and whether what its bucket shows of it changed.
+struct MemberChange {
+  std::string id;
+  std::optional<IndexKey> before;
+  std::optional<IndexKey> after;
+  bool item_changed = false;
+};
+
+// Member changes per group value.
+using GroupChanges = std::map<std::string, std::vector<MemberChange>>;
+
+struct AffectedUnits {
+  // projection index -> root ids (entity projections) or groups (buckets)
+  std::map<size_t, std::set<std::string>> units;
+  // bucket projection index -> its groups' member changes (a group listed
+  // here is also in `units`)
+  std::map<size_t, GroupChanges> group_changes;
+  // Documents found through the reference index: for each relation, the
+  // referrers of these targets are units of the projection (resolved in one
+  // read per relation by the BatchApplier).
+  std::map<const Relation*, std::map<size_t, std::set<std::string>>> referrers_of;
+  // Keys to lock before recomputing (lookup targets of changed entities).
+  std::vector<std::string> locks;
+
+  void AddUnit(size_t projection, const std::string& unit) { units[projection].insert(unit); }
+  void AddReferrersOf(const Relation& relation, size_t projection, const std::string& target) {
+    referrers_of[&relation][projection].insert(target);
+  }
+};
+
+}  // namespace denormd
+
+#endif  // DENORMD_PROJECTIONS_AFFECTED_H_

@@ -1,0 +1,89 @@
+// {count: T, via: F}: how many entities of T name this entity in F (their
+// F is its id, or an array holding it). Read from the counts the reference
+// index keeps per target: one row per document, whatever the count.
+#include <map>
+
+#include "projections/derivations/children.h"
+#include "projections/derivations/registry.h"
+#include "projections/reference_index.h"
+
+namespace denormd {
+
+namespace {
+
+struct CountSpec : DerivationSpec, ChildrenSpec {
+  std::string Normalized() const override {
+    return JoinWords({"count", entity, "via", via.text});
+  }
+};
+
+struct CountReads : DerivationReads {
+  std::map<std::string, uint64_t> counts;
+};
+
+class CountDerivation : public Derivation {
+ public:
+  CountDerivation(const CountSpec& spec, PlanBuilder& plan)
+      : spec_(spec),
+        projection_(plan.projection_index()),
+        via_(plan.UseRelation(spec.entity, spec.via, nullptr, Relation::Flavour::kReferences)) {}
+
+  std::vector<std::string> DependsOn() const override { return {spec_.entity}; }
+
+  void CollectAffected(const EntityChange& change, AffectedUnits* out) const override {
+    AddParentsOfChild(via_, projection_, change, /*payload=*/false, out);
+  }
+
+  Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+              std::unique_ptr<DerivationReads>* out) const override {
+    auto reads = std::make_unique<CountReads>();
+    std::vector<std::string> ids;
+    for (const EntityRecord* root : roots) ids.push_back(root->key.id);
+    DENORMD_RETURN_IF_ERROR(CountReferrers(txn.index(), via_, ids, &reads->counts));
+    *out = std::move(reads);
+    return Status::Ok();
+  }
+
+  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
+              JsonAllocator& /*allocator*/) const override {
+    const auto& counts = static_cast<const CountReads*>(reads)->counts;
+    auto it = counts.find(root.key.id);
+    out->SetUint64(it == counts.end() ? 0 : it->second);
+    return true;
+  }
+
+ private:
+  const CountSpec& spec_;
+  const size_t projection_;
+  const Relation& via_;
+};
+
+class Kind : public DerivationKind {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::vector<std::string>& keys() const override { return keys_; }
+
+  std::shared_ptr<const DerivationSpec> Parse(ExpressionReader& reader) const override {
+    auto spec = std::make_shared<CountSpec>();
+    bool ok = reader.ReadEntityType("count", &spec->entity);
+    ok = reader.ReadPath("via", &spec->via) && ok;
+    return ok ? spec : nullptr;
+  }
+
+  std::unique_ptr<Derivation> Bind(const DerivationSpec& spec, PlanBuilder& plan) const override {
+    return std::make_unique<CountDerivation>(static_cast<const CountSpec&>(spec), plan);
+  }
+
+ private:
+  const std::string name_ = "count";
+  const std::vector<std::string> keys_ = {"count", "via"};
+};
+
+}  // namespace
+
+const DerivationKind& CountKind() {
+  static const Kind kind;
+  return kind;
+}
+
+}  // namespace denormd

@@ -1,0 +1,131 @@
+// {embed: T, via: F [, select] [, order_by] [, limit: N]}: the entities of T
+// that name this entity in F, each as `select` shows it, in `order_by`
+// order (ties and the default by id), the first N. With a limit only the
+// first N children are read, by index: a post with a million comments
+// costs three index reads for its three most recent.
+#include "projections/derivations/children.h"
+#include "projections/derivations/registry.h"
+#include "projections/reference_index.h"
+#include "projections/selection.h"
+
+namespace denormd {
+
+namespace {
+
+struct EmbedSpec : DerivationSpec, ChildrenSpec {
+  Selection select;
+  OrderBy order_by;
+  std::optional<uint64_t> limit;
+  std::string Normalized() const override {
+    return JoinWords({"embed", entity, "via", via.text, NormalizedOrderBy(order_by),
+                      limit ? "limit " + std::to_string(*limit) : "", NormalizedSelection(select)});
+  }
+};
+
+struct EmbedReads : DerivationReads {
+  std::vector<Referrer> referrers;
+  std::map<std::string, std::vector<const Referrer*>> children;  // parent -> children, in order
+};
+
+class EmbedDerivation : public Derivation {
+ public:
+  EmbedDerivation(const EmbedSpec& spec, PlanBuilder& plan)
+      : spec_(spec),
+        projection_(plan.projection_index()),
+        via_(plan.UseRelation(spec.entity, spec.via, &spec.order_by,
+                              Relation::Flavour::kReferences)) {}
+
+  std::vector<std::string> DependsOn() const override { return {spec_.entity}; }
+
+  void CollectAffected(const EntityChange& change, AffectedUnits* out) const override {
+    // The parents also change when what they show of the child changes: its
+    // selection, or its place in their order.
+    const EntityState& before = *change.before;
+    const EntityState& after = *change.after;
+    bool payload = SelectionChanged(spec_.select, before, after) ||
+                   (IsLive(before) && IsLive(after) &&
+                    via_.SortKey(before->key.id, *before->data) !=
+                        via_.SortKey(after->key.id, *after->data));
+    AddParentsOfChild(via_, projection_, change, payload, out);
+  }
+
+  Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+              std::unique_ptr<DerivationReads>* out) const override {
+    std::vector<std::string> ids;
+    for (const EntityRecord* root : roots) ids.push_back(root->key.id);
+    auto reads = std::make_unique<EmbedReads>();
+    if (spec_.limit) {
+      DENORMD_RETURN_IF_ERROR(
+          ReadFirstReferrers(txn.index(), via_, ids, *spec_.limit, &reads->referrers));
+    } else {
+      DENORMD_RETURN_IF_ERROR(ReadReferrers(txn.index(), via_, ids,
+                                            ReferenceIndex::Read::kKeysAndData,
+                                            &reads->referrers));
+    }
+    reads->children = GroupByTarget(reads->referrers);
+    *out = std::move(reads);
+    return Status::Ok();
+  }
+
+  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
+              JsonAllocator& allocator) const override {
+    const auto& children = static_cast<const EmbedReads*>(reads)->children;
+    out->SetArray();
+    auto it = children.find(root.key.id);
+    if (it == children.end()) return true;
+    size_t n = it->second.size();
+    if (spec_.limit && n > *spec_.limit) n = *spec_.limit;
+    for (size_t i = 0; i < n; ++i) {
+      const EntityRecord& child = it->second[i]->entity;
+      JsonValue item;
+      ApplySelection(spec_.select, child.key.id, *child.data, &item, allocator);
+      out->PushBack(item, allocator);
+    }
+    return true;
+  }
+
+ private:
+  const EmbedSpec& spec_;
+  const size_t projection_;
+  const Relation& via_;
+};
+
+class Kind : public DerivationKind {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::vector<std::string>& keys() const override { return keys_; }
+
+  std::shared_ptr<const DerivationSpec> Parse(ExpressionReader& reader) const override {
+    auto spec = std::make_shared<EmbedSpec>();
+    bool ok = reader.ReadEntityType("embed", &spec->entity);
+    ok = reader.ReadPath("via", &spec->via) && ok;
+    if (reader.Has("select")) ok = reader.ReadSelection("select", &spec->select) && ok;
+    if (reader.Has("order_by")) ok = reader.ReadOrderBy("order_by", &spec->order_by) && ok;
+    uint64_t limit = 0;
+    if (reader.Has("limit")) {
+      if (reader.ReadUint("limit", 1, &limit)) {
+        spec->limit = limit;
+      } else {
+        ok = false;
+      }
+    }
+    return ok ? spec : nullptr;
+  }
+
+  std::unique_ptr<Derivation> Bind(const DerivationSpec& spec, PlanBuilder& plan) const override {
+    return std::make_unique<EmbedDerivation>(static_cast<const EmbedSpec&>(spec), plan);
+  }
+
+ private:
+  const std::string name_ = "embed";
+  const std::vector<std::string> keys_ = {"embed", "via", "select", "order_by", "limit"};
+};
+
+}  // namespace
+
+const DerivationKind& EmbedKind() {
+  static const Kind kind;
+  return kind;
+}
+
+}  // namespace denormd

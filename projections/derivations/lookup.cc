@@ -1,0 +1,153 @@
+// {lookup: T, by: F [, select] [, missing: skip|null]}: the entities of T
+// whose ids this entity's F holds (a string, or an array kept in its order),
+// each as `select` shows it. A missing target is left out (skip) or null;
+// on a string reference it is null.
+//
+// The fan-out: when a target changes what `select` shows of it, the
+// documents that look it up are found through the reference index (the
+// `by` relation of the root type), never by a scan. When a root names new
+// targets, they are locked before it is recomputed (the protocol at
+// BatchApplier::Apply).
+#include <set>
+
+#include "projections/derivations/registry.h"
+#include "projections/selection.h"
+
+namespace denormd {
+
+namespace {
+
+struct LookupSpec : DerivationSpec {
+  std::string entity;
+  Path by;
+  Selection select;
+  bool missing_as_null = false;
+  std::string Normalized() const override {
+    return JoinWords({"lookup", entity, "by", by.text, NormalizedSelection(select),
+                      missing_as_null ? "missing null" : ""});
+  }
+};
+
+struct LookupReads : DerivationReads {
+  std::map<std::string, EntityRecord> targets;  // id -> live target
+};
+
+class LookupDerivation : public Derivation {
+ public:
+  LookupDerivation(const LookupSpec& spec, PlanBuilder& plan)
+      : spec_(spec),
+        root_type_(plan.projection().from),
+        projection_(plan.projection_index()),
+        by_(plan.UseRelation(root_type_, spec.by, nullptr, Relation::Flavour::kReferences)) {}
+
+  std::vector<std::string> DependsOn() const override {
+    if (spec_.entity == root_type_) return {spec_.entity};
+    return {spec_.entity, root_type_};
+  }
+
+  void CollectAffected(const EntityChange& change, AffectedUnits* out) const override {
+    if (change.key.type == spec_.entity &&
+        SelectionChanged(spec_.select, *change.before, *change.after)) {
+      out->AddReferrersOf(by_, projection_, change.key.id);
+    }
+    if (change.key.type == root_type_) {
+      for (const std::string& target : by_.TargetsOf(*change.after)) {
+        out->locks.push_back(EntityLockKey(spec_.entity, target));
+      }
+    }
+  }
+
+  Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+              std::unique_ptr<DerivationReads>* out) const override {
+    std::set<std::string> ids;
+    for (const EntityRecord* root : roots) {
+      for (std::string& id : by_.Targets(root->key.id, *root->data)) ids.insert(std::move(id));
+    }
+    std::vector<EntityKey> keys;
+    for (const std::string& id : ids) keys.push_back({spec_.entity, id});
+    std::vector<EntityRecord> records;
+    DENORMD_RETURN_IF_ERROR(txn.source().LoadEntities(keys, &records));
+    auto reads = std::make_unique<LookupReads>();
+    for (EntityRecord& record : records) {
+      if (record.live()) reads->targets[record.key.id] = std::move(record);
+    }
+    *out = std::move(reads);
+    return Status::Ok();
+  }
+
+  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
+              JsonAllocator& allocator) const override {
+    const auto& targets = static_cast<const LookupReads*>(reads)->targets;
+    JsonValue scratch;
+    const JsonValue* ref = EvalPath(spec_.by, root.key.id, *root.data, &scratch, allocator);
+    if (ref == nullptr) return false;
+    if (!ref->IsArray()) {
+      if (!LookupOne(targets, *ref, out, allocator)) out->SetNull();
+      return true;
+    }
+    out->SetArray();
+    for (const JsonValue& element : ref->GetArray()) {
+      JsonValue item;
+      if (LookupOne(targets, element, &item, allocator)) {
+        out->PushBack(item, allocator);
+      } else if (spec_.missing_as_null) {
+        out->PushBack(JsonValue(), allocator);
+      }
+    }
+    return true;
+  }
+
+ private:
+  bool LookupOne(const std::map<std::string, EntityRecord>& targets, const JsonValue& ref,
+                 JsonValue* out, JsonAllocator& allocator) const {
+    if (!ref.IsString()) return false;
+    auto it = targets.find(std::string(ref.GetString(), ref.GetStringLength()));
+    if (it == targets.end()) return false;
+    ApplySelection(spec_.select, it->second.key.id, *it->second.data, out, allocator);
+    return true;
+  }
+
+  const LookupSpec& spec_;
+  const std::string root_type_;
+  const size_t projection_;
+  const Relation& by_;
+};
+
+class Kind : public DerivationKind {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::vector<std::string>& keys() const override { return keys_; }
+
+  std::shared_ptr<const DerivationSpec> Parse(ExpressionReader& reader) const override {
+    auto spec = std::make_shared<LookupSpec>();
+    bool ok = reader.ReadEntityType("lookup", &spec->entity);
+    ok = reader.ReadPath("by", &spec->by) && ok;
+    if (reader.Has("select")) ok = reader.ReadSelection("select", &spec->select) && ok;
+    if (reader.Has("missing")) {
+      std::string missing;
+      if (reader.ReadChoice("missing", {"skip", "null"}, &missing)) {
+        spec->missing_as_null = missing == "null";
+      } else {
+        ok = false;
+      }
+    }
+    return ok ? spec : nullptr;
+  }
+
+  std::unique_ptr<Derivation> Bind(const DerivationSpec& spec, PlanBuilder& plan) const override {
+    return std::make_unique<LookupDerivation>(static_cast<const LookupSpec&>(spec), plan);
+  }
+
+ private:
+  const std::string name_ = "lookup";
+  const std::vector<std::string> keys_ = {"lookup", "by", "select", "missing"};
+};
+
+}  // namespace
+
+const DerivationKind& LookupKind() {
+  static const Kind kind;
+  return kind;
+}
+
+}  // namespace denormd

@@ -1,0 +1,80 @@
+#include "projections/reference_index.h"
+
+#include <algorithm>
+
+namespace denormd {
+
+namespace {
+
+std::vector<IndexRange> WholeRanges(const std::vector<std::string>& targets, uint64_t limit) {
+  std::vector<IndexRange> ranges;
+  std::vector<std::string> unique(targets);
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  for (std::string& target : unique) ranges.push_back({std::move(target), std::nullopt, false, limit});
+  return ranges;
+}
+
+}  // namespace
+
+Status ReadReferrers(ReferenceIndex& index, const Relation& relation,
+                     const std::vector<std::string>& targets, ReferenceIndex::Read read,
+                     std::vector<Referrer>* out) {
+  if (targets.empty()) return Status::Ok();
+  return index.Scan(relation, WholeRanges(targets, 0), read, out);
+}
+
+Status ReadFirstReferrers(ReferenceIndex& index, const Relation& relation,
+                          const std::vector<std::string>& targets, uint64_t limit,
+                          std::vector<Referrer>* out) {
+  if (targets.empty() || limit == 0) return Status::Ok();
+  return index.Scan(relation, WholeRanges(targets, limit), ReferenceIndex::Read::kKeysAndData,
+                    out);
+}
+
+Status CountReferrers(ReferenceIndex& index, const Relation& relation,
+                      const std::vector<std::string>& targets,
+                      std::map<std::string, uint64_t>* out) {
+  if (targets.empty()) return Status::Ok();
+  return index.Count(relation, WholeRanges(targets, 0), out);
+}
+
+Status CountReferrersFrom(ReferenceIndex& index, const Relation& relation,
+                          const std::map<std::string, IndexKey>& from,
+                          std::map<std::string, uint64_t>* out) {
+  if (from.empty()) return Status::Ok();
+  std::vector<IndexRange> ranges;
+  for (const auto& entry : from) ranges.push_back({entry.first, entry.second, false, 0});
+  return index.Count(relation, ranges, out);
+}
+
+Status ReadAround(ReferenceIndex& index, const Relation& relation,
+                  const std::map<std::string, ReadStart>& starts, uint64_t limit,
+                  ReferenceIndex::Read read, std::vector<Referrer>* out) {
+  if (starts.empty()) return Status::Ok();
+  std::vector<IndexRange> ranges;
+  for (const auto& entry : starts) {
+    if (entry.second.before > 0) {
+      ranges.push_back({entry.first, entry.second.key, true, entry.second.before});
+    }
+    ranges.push_back({entry.first, entry.second.key, false, limit});
+  }
+  return index.Scan(relation, ranges, read, out);
+}
+
+void SortByKey(std::vector<const Referrer*>* referrers) {
+  std::sort(referrers->begin(), referrers->end(), [](const Referrer* a, const Referrer* b) {
+    if (a->sort != b->sort) return a->sort < b->sort;
+    return a->entity.key.id < b->entity.key.id;
+  });
+}
+
+std::map<std::string, std::vector<const Referrer*>> GroupByTarget(
+    const std::vector<Referrer>& referrers) {
+  std::map<std::string, std::vector<const Referrer*>> out;
+  for (const Referrer& referrer : referrers) out[referrer.target].push_back(&referrer);
+  for (auto& entry : out) SortByKey(&entry.second);
+  return out;
+}
+
+}  // namespace denormd

@@ -1,0 +1,57 @@
+// The reads of the reference index that the engine uses, each built on the
+// ReferenceIndex primitives (Scan and Count, projections/store.h), and the
+// rows an entity contributes to it.
+#ifndef DENORMD_PROJECTIONS_REFERENCE_INDEX_H_
+#define DENORMD_PROJECTIONS_REFERENCE_INDEX_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "projections/store.h"
+
+namespace denormd {
+
+// Every referrer of each target.
+Status ReadReferrers(ReferenceIndex& index, const Relation& relation,
+                     const std::vector<std::string>& targets, ReferenceIndex::Read read,
+                     std::vector<Referrer>* out);
+
+// The first `limit` referrers of each target in (sort, id) order, with data.
+Status ReadFirstReferrers(ReferenceIndex& index, const Relation& relation,
+                          const std::vector<std::string>& targets, uint64_t limit,
+                          std::vector<Referrer>* out);
+
+// How many referrers each target has (every target gets an entry).
+Status CountReferrers(ReferenceIndex& index, const Relation& relation,
+                      const std::vector<std::string>& targets,
+                      std::map<std::string, uint64_t>* out);
+
+// How many referrers of each target order at or after its key.
+Status CountReferrersFrom(ReferenceIndex& index, const Relation& relation,
+                          const std::map<std::string, IndexKey>& from,
+                          std::map<std::string, uint64_t>* out);
+
+// Where a read around a key starts: at `key`, with the `before` referrers
+// just preceding it.
+struct ReadStart {
+  IndexKey key;
+  uint64_t before = 0;
+};
+
+// For each target, the `before` referrers preceding its start and the
+// referrers from the start on (at most `limit` of those; 0 = all); any order.
+Status ReadAround(ReferenceIndex& index, const Relation& relation,
+                  const std::map<std::string, ReadStart>& starts, uint64_t limit,
+                  ReferenceIndex::Read read, std::vector<Referrer>* out);
+
+// Sorts referrers into their relation's order: (sort key, id).
+void SortByKey(std::vector<const Referrer*>* referrers);
+
+// The referrers of each target, each list in order.
+std::map<std::string, std::vector<const Referrer*>> GroupByTarget(
+    const std::vector<Referrer>& referrers);
+
+}  // namespace denormd
+
+#endif  // DENORMD_PROJECTIONS_REFERENCE_INDEX_H_

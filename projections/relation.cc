@@ -1,0 +1,82 @@
+#include "projections/relation.h"
+
+#include <algorithm>
+
+#include "projections/entity.h"
+
+namespace denormd {
+
+namespace {
+
+std::string RelationName(const Path& path, const OrderBy* order, Relation::Flavour flavour) {
+  std::string name = path.text;
+  if (order != nullptr && order->present) {
+    name += std::string(" order ") + (order->descending ? "-" : "") + order->path.text;
+  }
+  if (flavour == Relation::Flavour::kGroup) name += " group";
+  return name;
+}
+
+}  // namespace
+
+Relation::Relation(std::string entity_type, const Path& path, const OrderBy* order,
+                   Flavour flavour)
+    : entity_type_(std::move(entity_type)),
+      path_(&path),
+      order_(order != nullptr && order->present ? order : nullptr),
+      flavour_(flavour),
+      name_(RelationName(path, order, flavour)) {}
+
+std::vector<std::string> Relation::Targets(const std::string& id, const JsonValue& data) const {
+  if (flavour_ == Flavour::kReferences) return ReferenceTargets(*path_, id, data);
+  std::optional<std::string> group = StringAt(*path_, id, data);
+  if (!group) return {};
+  return {std::move(*group)};
+}
+
+std::vector<std::string> Relation::TargetsOf(const EntityState& state) const {
+  if (!IsLive(state)) return {};
+  return Targets(state->key.id, *state->data);
+}
+
+std::string Relation::SortKey(const std::string& id, const JsonValue& data) const {
+  return denormd::SortKey(order_, id, data);
+}
+
+std::vector<std::string> ReferenceTargets(const Path& path, const std::string& id,
+                                          const JsonValue& data) {
+  std::vector<std::string> targets;
+  JsonDocument scratch_doc;
+  JsonValue scratch;
+  const JsonValue* value = EvalPath(path, id, data, &scratch, scratch_doc.GetAllocator());
+  if (value == nullptr) return targets;
+  if (value->IsString()) {
+    targets.emplace_back(value->GetString(), value->GetStringLength());
+  } else if (value->IsArray()) {
+    for (const JsonValue& element : value->GetArray()) {
+      if (element.IsString()) targets.emplace_back(element.GetString(), element.GetStringLength());
+    }
+    std::sort(targets.begin(), targets.end());
+    targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+  }
+  return targets;
+}
+
+std::optional<std::string> StringAt(const Path& path, const std::string& id,
+                                    const JsonValue& data) {
+  JsonDocument scratch_doc;
+  JsonValue scratch;
+  const JsonValue* value = EvalPath(path, id, data, &scratch, scratch_doc.GetAllocator());
+  if (value == nullptr || !value->IsString()) return std::nullopt;
+  return std::string(value->GetString(), value->GetStringLength());
+}
+
+std::string SortKey(const OrderBy* order, const std::string& id, const JsonValue& data) {
+  if (order == nullptr || !order->present) return "";
+  JsonDocument scratch_doc;
+  JsonValue scratch;
+  return OrderKey(EvalPath(order->path, id, data, &scratch, scratch_doc.GetAllocator()),
+                  order->descending);
+}
+
+}  // namespace denormd

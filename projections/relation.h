@@ -1,0 +1,75 @@
+// Relation: one kind of reference the reference index stores, handed out by
+// the ProjectionPlan and held by whoever reads it (derivations, buckets).
+//
+// A relation says which ids an entity of `entity_type()` names through one
+// path of its data, and in which order those referrers are kept: for every
+// (entity, named id) the index holds a row (relation, target, sort key, id),
+// so the store can count, order and page the referrers of a target by index.
+//
+// Two flavours:
+//   kReferences  the string at the path, or the strings of the array there
+//                (count, ids, embed: `via`; lookup: `by`)
+//   kGroup       only a string value (bucket groups: `by`)
+//
+// A Relation is created once per distinct (type, path, order, flavour) by the
+// plan; its name() is what the store keeps in its rows and is never
+// re-spelled elsewhere. Immutable; borrows the Config's paths.
+#ifndef DENORMD_PROJECTIONS_RELATION_H_
+#define DENORMD_PROJECTIONS_RELATION_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "projections/entity.h"
+#include "projections/json.h"
+
+namespace denormd {
+
+class Relation {
+ public:
+  enum class Flavour { kReferences, kGroup };
+
+  Relation(std::string entity_type, const Path& path, const OrderBy* order, Flavour flavour);
+
+  // The name rows are stored under: the path, the order and the flavour
+  // ("authorIds", "postId order -createdAt", "postId order createdAt group").
+  const std::string& name() const { return name_; }
+  const std::string& entity_type() const { return entity_type_; }
+  const Path& path() const { return *path_; }
+  // The referrers' order; null when by id.
+  const OrderBy* order() const { return order_; }
+  Flavour flavour() const { return flavour_; }
+
+  // The ids an entity names (sorted, unique); empty when the path is absent.
+  std::vector<std::string> Targets(const std::string& id, const JsonValue& data) const;
+  // The same for a state that may be gone: none unless live.
+  std::vector<std::string> TargetsOf(const EntityState& state) const;
+  // An entity's sort key in this relation's order (OrderKey), "" by id.
+  std::string SortKey(const std::string& id, const JsonValue& data) const;
+
+ private:
+  std::string entity_type_;
+  const Path* path_;
+  const OrderBy* order_;
+  Flavour flavour_;
+  std::string name_;
+};
+
+// The ids a reference field names: the string, or the string elements of the
+// array, at `path` in `data` (sorted, unique). Empty when absent.
+std::vector<std::string> ReferenceTargets(const Path& path, const std::string& id,
+                                          const JsonValue& data);
+
+// The string at `path` (nullopt when absent or not a string).
+std::optional<std::string> StringAt(const Path& path, const std::string& id,
+                                    const JsonValue& data);
+
+// An entity's sort key (OrderKey) for `order`; "" when there is no order
+// (null or not present), i.e. ordered by id.
+std::string SortKey(const OrderBy* order, const std::string& id, const JsonValue& data);
+
+}  // namespace denormd
+
+#endif  // DENORMD_PROJECTIONS_RELATION_H_

@@ -1,0 +1,159 @@
+// The stable bucket layout on PostgreSQL: the probe, numbering and
+// re-spacing statements, the bucket columns readers page by, and `verify`
+// reading them; a random stream of out-of-order inserts, deletes and moves
+// stays exact and equal to the in-memory engine's, batch after batch.
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "projections/maintenance.h"
+#include "tests/test_support.h"
+
+namespace denormd {
+namespace {
+
+constexpr const char* kConfig = R"(store: {schema: unused}
+entities: [comment]
+projections:
+  pages: {buckets: comment, by: postId, size: 4, order_by: at, select: [id, text]}
+)";
+
+std::string Comment(const std::string& id, const std::string& post, double at,
+                    const std::string& text = "t") {
+  return R"({"type":"comment","id":")" + id + R"(","op":"upsert","data":{"postId":")" + post +
+         R"(","at":)" + std::to_string(at) + R"(,"text":")" + text + R"("}})";
+}
+
+class StableBucketsOnPostgres : public ::testing::Test {
+ protected:
+  StableBucketsOnPostgres() : engine_(testing::ConfigOnTestDatabase(kConfig), testing::TestPostgresUrl()) {
+    Status status = engine_.store.Open();
+    EXPECT_TRUE(status.ok()) << status.ToString();
+  }
+
+  BatchStats Apply(const std::vector<std::string>& events) {
+    std::vector<RawRecord> records;
+    for (const std::string& json : events) {
+      records.push_back(testing::LogRecord({"pg", 0, ++position_}, json));
+    }
+    BatchStats stats;
+    Status status = engine_.applier.Apply(&engine_.store, DecodeBatch(engine_.decoder, records), &stats);
+    EXPECT_TRUE(status.ok()) << status.ToString();
+    memory_.Apply(events);
+    return stats;
+  }
+
+  std::vector<std::string> Differences() {
+    std::vector<std::string> differences;
+    EXPECT_TRUE(Verify(engine_.plan, &engine_.store, MaintenanceOptions(), &differences).ok());
+    return differences;
+  }
+
+  // The items of group `post` in seq order, as PostgreSQL pages them.
+  std::vector<std::string> PagedItems(const std::string& post) {
+    return testing::Sql("select i->>'id' from " + engine_.config.store.schema +
+                        ".pages p, jsonb_array_elements(p.doc->'items') with ordinality e(i, n)"
+                        " where p.pk = '" + post + "' order by p.seq, e.n");
+  }
+
+  // The same from the in-memory engine.
+  std::vector<std::string> MemoryItems(const std::string& post) {
+    std::vector<std::pair<int64_t, std::string>> pages;
+    for (const auto& doc : memory_.Documents("pages")) {
+      if (doc.second.pk == post) pages.push_back({doc.second.bucket->seq, doc.second.json});
+    }
+    std::sort(pages.begin(), pages.end());
+    std::vector<std::string> ids;
+    for (const auto& page : pages) {
+      JsonDocument json;
+      EXPECT_TRUE(ParseJson(page.second, &json).ok());
+      for (const JsonValue& item : json["items"].GetArray()) ids.push_back(item["id"].GetString());
+    }
+    return ids;
+  }
+
+  Engine engine_;
+  testing::InMemory memory_{kConfig};
+  int64_t position_ = 0;
+};
+
+TEST_F(StableBucketsOnPostgres, RandomStreamStaysExactAndEqualsTheInMemoryEngine) {
+  std::vector<std::string> load;
+  for (int i = 1; i <= 200; ++i) load.push_back(Comment("c" + std::to_string(i), "p", i));
+  Apply(load);
+  std::mt19937 random(7);
+  std::map<std::string, std::pair<std::string, double>> live;
+  for (int i = 1; i <= 200; ++i) live["c" + std::to_string(i)] = {"p", static_cast<double>(i)};
+  int next = 1000;
+  BatchStats total;
+  for (int batch = 0; batch < 30; ++batch) {
+    std::vector<std::string> events;
+    for (int e = 0; e < 10; ++e) {
+      auto it = std::next(live.begin(), random() % live.size());
+      switch (random() % 4) {
+        case 0: {  // out of order
+          const std::string id = "n" + std::to_string(++next);
+          live[id] = {random() % 3 ? "p" : "q", (random() % 4000) / 20.0};
+          events.push_back(Comment(id, live[id].first, live[id].second));
+          break;
+        }
+        case 1:
+          events.push_back(R"({"type":"comment","id":")" + it->first + R"(","op":"delete"})");
+          live.erase(it);
+          break;
+        case 2:
+          it->second = {random() % 2 ? "p" : "q", (random() % 4000) / 20.0};
+          events.push_back(Comment(it->first, it->second.first, it->second.second));
+          break;
+        default:
+          events.push_back(Comment(it->first, it->second.first, it->second.second,
+                                   "e" + std::to_string(batch)));
+      }
+    }
+    total.Add(Apply(events));
+    ASSERT_EQ(std::vector<std::string>(), Differences()) << "after batch " << batch;
+  }
+  EXPECT_EQ(0u, total.tails_rendered);
+  for (const std::string post : {"p", "q"}) EXPECT_EQ(MemoryItems(post), PagedItems(post)) << post;
+}
+
+TEST_F(StableBucketsOnPostgres, SplitsRespaceOnceAndReadersPageBySeq) {
+  std::vector<std::string> load;
+  for (int i = 1; i <= 40; ++i) load.push_back(Comment("c" + std::to_string(i), "p", i));
+  Apply(load);  // p:0 .. p:9, seq 0 .. 9
+  const std::string table = engine_.config.store.schema + ".pages";
+  Apply({Comment("x", "p", 10.5)});  // splits p:2: no room between seq 2 and 3
+  EXPECT_EQ(std::vector<std::string>({"0", "1048576", "2097152", "2621440", "3145728"}),
+            testing::Sql("select seq from " + table + " order by seq limit 5"));
+  EXPECT_EQ(std::vector<std::string>({"p:10"}),
+            testing::Sql("select id from " + table + " where seq = 2621440"));
+  // The document's seq is the column's; "the page after seq s" is one row.
+  EXPECT_EQ(std::vector<std::string>(),
+            testing::Sql("select id from " + table + " where (doc->>'seq')::bigint <> seq"));
+  EXPECT_EQ(std::vector<std::string>({"p:10"}),
+            testing::Sql("select id from " + table + " where pk = 'p' and seq > 2097152"
+                         " order by seq limit 1"));
+  EXPECT_EQ(MemoryItems("p"), PagedItems("p"));
+  EXPECT_EQ(std::vector<std::string>(), Differences());
+}
+
+TEST_F(StableBucketsOnPostgres, VerifyReadsTheColumnsAndRebuildRepairs) {
+  std::vector<std::string> load;
+  for (int i = 1; i <= 12; ++i) load.push_back(Comment("c" + std::to_string(i), "p", i));
+  Apply(load);
+  const std::string table = engine_.config.store.schema + ".pages";
+  testing::Sql("update " + table + " set seq = 5, doc = jsonb_set(doc, '{seq}', '5') where id = 'p:0'");
+  testing::Sql("update " + table + " set members = 3 where id = 'p:1'");
+  std::string all;
+  for (const std::string& line : Differences()) all += line + "\n";
+  EXPECT_NE(std::string::npos, all.find("out of seq order")) << all;
+  EXPECT_NE(std::string::npos, all.find("bucket p:1: its document or its columns")) << all;
+  BatchStats stats;
+  ASSERT_TRUE(Rebuild(engine_.plan, &engine_.store, MaintenanceOptions(), &stats).ok());
+  EXPECT_EQ(std::vector<std::string>(), Differences());
+  EXPECT_EQ(std::vector<std::string>({"p:0\t0", "p:1\t1", "p:2\t2"}),
+            testing::Sql("select id, seq from " + table + " order by seq"));
+}
+
+}  // namespace
+}  // namespace denormd

@@ -1,0 +1,332 @@
+// The `stable` bucket layout (shared/DESIGN.md, "Buckets (revised contract)"):
+// appends give the packed layout, a change rewrites at most a few buckets
+// whatever the group's size, the fill invariants hold after every batch,
+// `verify` names every broken invariant and `rebuild` repairs it, and a
+// random stream (Zipf-hot groups of 10,000+ members, moves, order-key edits,
+// deletes anywhere) stays exact at batch sizes 1, 7 and 5000.
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "projections/buckets/bucket_documents.h"
+#include "projections/buckets/stable_layout.h"
+#include "tests/test_support.h"
+
+namespace denormd {
+namespace {
+
+using testing::InMemory;
+
+std::string Config(uint64_t size, const std::string& layout = "stable") {
+  return "store: {schema: stable}\nentities: [comment]\nprojections:\n"
+         "  pages: {buckets: comment, by: postId, size: " + std::to_string(size) +
+         ", order_by: at, select: [id, text], layout: " + layout + "}\n";
+}
+
+std::string Comment(const std::string& id, const std::string& post, double at,
+                    const std::string& text = "t") {
+  std::string number = std::to_string(at);
+  return R"({"type":"comment","id":")" + id + R"(","op":"upsert","data":{"postId":")" + post +
+         R"(","at":)" + number + R"(,"text":")" + text + R"("}})";
+}
+
+std::string Delete(const std::string& id) {
+  return R"({"type":"comment","id":")" + id + R"(","op":"delete"})";
+}
+
+std::string Id(int i) {
+  char buffer[16];
+  std::snprintf(buffer, sizeof buffer, "c%05d", i);
+  return buffer;
+}
+
+// Comments 1..n of post p, at = i, in batches of `batch`.
+void LoadInOrder(InMemory* m, int n, int batch, const std::string& post = "p") {
+  std::vector<std::string> events;
+  for (int i = 1; i <= n; ++i) {
+    events.push_back(Comment(Id(i), post, i));
+    if (static_cast<int>(events.size()) == batch || i == n) {
+      m->Apply(events);
+      events.clear();
+    }
+  }
+}
+
+uint64_t Writes(InMemory& m) { return m.store().state().document_writes.count("pages")
+                                          ? m.store().state().document_writes.at("pages")
+                                          : 0; }
+
+// The pages' ids in seq order, with their item counts: "p:0=4 p:1=4 ...".
+std::string Shape(InMemory& m) {
+  std::vector<std::pair<int64_t, std::string>> pages;
+  for (const auto& doc : m.Documents("pages")) {
+    std::vector<std::string> items;
+    EXPECT_TRUE(SplitArrayField(doc.second.json, "items", &items)) << doc.second.json;
+    pages.push_back({doc.second.bucket->seq, doc.first + "=" + std::to_string(items.size())});
+  }
+  std::sort(pages.begin(), pages.end());
+  std::string out;
+  for (const auto& page : pages) out += (out.empty() ? "" : " ") + page.second;
+  return out;
+}
+
+TEST(StableBuckets, AppendsInOrderGiveExactlyThePackedLayout) {
+  InMemory stable(Config(4)), packed(Config(4, "packed"));
+  LoadInOrder(&stable, 10, 3);
+  LoadInOrder(&packed, 10, 3);
+  EXPECT_EQ("p:0=4 p:1=4 p:2=2", Shape(stable));
+  ASSERT_EQ(packed.Documents("pages").size(), stable.Documents("pages").size());
+  for (const auto& doc : packed.Documents("pages")) {
+    JsonDocument a, b;
+    ASSERT_TRUE(ParseJson(doc.second.json, &a).ok());
+    ASSERT_TRUE(ParseJson(stable.Documents("pages")[doc.first].json, &b).ok());
+    EXPECT_TRUE(JsonEquals(a, b)) << doc.first << ": " << doc.second.json;
+    EXPECT_EQ(doc.second.bucket->seq, stable.Documents("pages")[doc.first].bucket->seq);
+  }
+  EXPECT_EQ(std::vector<std::string>(), stable.Differences());
+}
+
+TEST(StableBuckets, ADeleteInTheMiddleRewritesOnlyItsBucket) {
+  InMemory stable(Config(100)), packed(Config(100, "packed"));
+  LoadInOrder(&stable, 10000, 5000);
+  LoadInOrder(&packed, 10000, 5000);
+  const uint64_t stable_before = Writes(stable), packed_before = Writes(packed);
+  stable.Apply({Delete(Id(150))});
+  packed.Apply({Delete(Id(150))});
+  EXPECT_EQ(1u, Writes(stable) - stable_before);
+  EXPECT_EQ(99u, Writes(packed) - packed_before);  // every later bucket, and the last one gone
+  EXPECT_EQ(std::vector<std::string>(), stable.Differences());
+  EXPECT_EQ(std::vector<std::string>(), packed.Differences());
+  // The member's bucket lost it; every other bucket kept its members.
+  EXPECT_NE(std::string::npos, Shape(stable).find("p:1=99"));
+}
+
+TEST(StableBuckets, AnInsertIntoAFullBucketSplitsItAndSeqsAreRespacedOnce) {
+  InMemory m(Config(4));
+  LoadInOrder(&m, 40, 40);  // p:0 .. p:9, full, seq 0 .. 9
+  ASSERT_EQ("p:0=4 p:1=4 p:2=4 p:3=4 p:4=4 p:5=4 p:6=4 p:7=4 p:8=4 p:9=4", Shape(m));
+  uint64_t before = Writes(m);
+  BatchStats stats = m.Apply({Comment("x1", "p", 10.5)});  // into p:2 (c9..c12)
+  EXPECT_EQ(0u, stats.tails_rendered);
+  // No integer between seq 2 and 3: the ten buckets re-spaced, then p:2 and
+  // the new bucket written.
+  EXPECT_EQ(10u + 2u, Writes(m) - before);
+  EXPECT_EQ("p:0=4 p:1=4 p:2=3 p:10=2 p:3=4 p:4=4 p:5=4 p:6=4 p:7=4 p:8=4 p:9=4", Shape(m));
+  EXPECT_EQ(StableLayout::kSeqGap * 2, m.Documents("pages")["p:2"].bucket->seq);
+  EXPECT_EQ(StableLayout::kSeqGap * 5 / 2, m.Documents("pages")["p:10"].bucket->seq);
+  // The next split finds room: two writes.
+  before = Writes(m);
+  m.Apply({Comment("x2", "p", 30.5)});  // into p:7 (c29..c32)
+  EXPECT_EQ(2u, Writes(m) - before);
+  EXPECT_EQ(std::vector<std::string>(), m.Differences());
+}
+
+TEST(StableBuckets, AnUnderfullBucketBorrowsOrMerges) {
+  InMemory m(Config(4));
+  LoadInOrder(&m, 12, 12);  // p:0 c1-c4, p:1 c5-c8, p:2 c9-c12
+  uint64_t before = Writes(m);
+  m.Apply({Delete(Id(1)), Delete(Id(2)), Delete(Id(3))});  // p:0 keeps 1 < 2
+  EXPECT_EQ("p:0=3 p:1=2 p:2=4", Shape(m));                // borrowed from p:1
+  EXPECT_EQ(2u, Writes(m) - before);
+  before = Writes(m);
+  m.Apply({Delete(Id(7))});  // p:1 keeps c8: borrows from the next, p:2
+  EXPECT_EQ("p:0=3 p:1=3 p:2=2", Shape(m));
+  EXPECT_EQ(2u, Writes(m) - before);
+  m.Apply({Delete(Id(4)), Delete(Id(8))});  // p:0 c5 c6, p:1 c9 c10, p:2 c11 c12
+  EXPECT_EQ("p:0=2 p:1=2 p:2=2", Shape(m));
+  before = Writes(m);
+  m.Apply({Delete(Id(5))});  // p:0 keeps c6; c6 + p:1 fit in one: merged
+  EXPECT_EQ("p:0=3 p:2=2", Shape(m));
+  EXPECT_EQ(2u, Writes(m) - before);  // p:0 written, p:1 deleted
+  EXPECT_EQ(std::vector<std::string>(), m.Differences());
+  m.Apply({Delete(Id(6)), Delete(Id(9)), Delete(Id(10))});
+  EXPECT_EQ("p:2=2", Shape(m));  // an emptied bucket is deleted
+  m.Apply({Delete(Id(11)), Delete(Id(12))});
+  EXPECT_EQ("", Shape(m));
+  EXPECT_EQ(std::vector<std::string>(), m.Differences());
+}
+
+// A stored bucket edited so that one invariant breaks; verify must name it,
+// and rebuild must repair it.
+struct BrokenInvariant {
+  const char* name;
+  const char* reported;
+  std::function<void(InMemory* m)> edit;
+};
+
+// Replaces bucket `id` with `items` (its ids), keeping its seq and number.
+void SetItems(InMemory* m, const std::string& id, const std::vector<int>& members,
+              std::optional<int64_t> seq = std::nullopt) {
+  auto& doc = m->Documents("pages")[id];
+  std::vector<std::string> items;
+  for (int i : members) items.push_back(R"({"id":")" + Id(i) + R"(","text":"t"})");
+  BucketMeta meta = *doc.bucket;
+  if (seq) meta.seq = *seq;
+  DocumentRow row = BucketDocument(m->config().projections[0], "p", meta, items, 0, items.size());
+  if (!members.empty()) {
+    JsonDocument at;
+    EXPECT_TRUE(ParseJson(std::to_string(members[0]), &at).ok());
+    row.bucket->lo = IndexKey{OrderKey(&at, false), Id(members[0])};
+  }
+  doc.json = row.json;
+  doc.bucket = row.bucket;
+}
+
+void PrintTo(const BrokenInvariant& broken, std::ostream* os) { *os << broken.name; }
+
+class StableVerify : public ::testing::TestWithParam<BrokenInvariant> {};
+
+TEST_P(StableVerify, NamesTheBrokenInvariantAndRebuildRepairsIt) {
+  InMemory m(Config(4));
+  LoadInOrder(&m, 10, 10);  // p:0 c1-c4, p:1 c5-c8, p:2 c9-c10
+  ASSERT_EQ(std::vector<std::string>(), m.Differences());
+  GetParam().edit(&m);
+  std::vector<std::string> differences = m.Differences();
+  std::string all;
+  for (const std::string& line : differences) all += line + "\n";
+  EXPECT_NE(std::string::npos, all.find(GetParam().reported)) << all;
+  m.Rebuild();
+  EXPECT_EQ(std::vector<std::string>(), m.Differences());
+  EXPECT_EQ("p:0=4 p:1=4 p:2=2", Shape(m));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Edits, StableVerify,
+    ::testing::Values(
+        BrokenInvariant{"EmptyBucket", "bucket p:7 is empty",
+                        [](InMemory* m) {
+                          m->Documents("pages")["p:7"] = m->Documents("pages")["p:2"];
+                          m->Documents("pages")["p:7"].bucket->number = 7;
+                          SetItems(m, "p:7", {}, 7);
+                        }},
+        BrokenInvariant{"OverfullBucket", "holds 6 members, more than size 4",
+                        [](InMemory* m) {
+                          SetItems(m, "p:1", {5, 6, 7, 8, 9, 10});
+                          m->Documents("pages").erase("p:2");
+                        }},
+        BrokenInvariant{"UnderfullBucketNotLast", "though it is not the group's last",
+                        [](InMemory* m) {
+                          SetItems(m, "p:0", {1});
+                          SetItems(m, "p:1", {2, 3, 4, 5});
+                          m->Documents("pages")["p:3"] = m->Documents("pages")["p:2"];
+                          m->Documents("pages")["p:3"].bucket->number = 3;
+                          SetItems(m, "p:3", {9, 10}, 3);
+                          SetItems(m, "p:2", {6, 7, 8});
+                        }},
+        BrokenInvariant{"SeqOutOfOrder", "out of seq order",
+                        [](InMemory* m) {
+                          SetItems(m, "p:0", {1, 2, 3, 4}, 1);
+                          SetItems(m, "p:1", {5, 6, 7, 8}, 0);
+                        }},
+        BrokenInvariant{"MemberInTwoBuckets", "member c00005 is in more than one bucket",
+                        [](InMemory* m) { SetItems(m, "p:2", {5, 9, 10}); }},
+        BrokenInvariant{"MissingMember", "member c00006 is in no bucket",
+                        [](InMemory* m) { SetItems(m, "p:1", {5, 7, 8}); }}),
+    [](const ::testing::TestParamInfo<BrokenInvariant>& info) { return info.param.name; });
+
+// The random stream: each event is a member change of one group, or of two
+// (a move), unless it changes nothing a bucket shows.
+struct RandomStream {
+  explicit RandomStream(uint64_t seed) : random(seed) {}
+
+  // Post p0 is hot (10,000 comments); p1..p9 get the rest, Zipf-like.
+  std::string Post() {
+    static const double kWeights[] = {50, 12, 7, 5, 4, 3, 3, 2, 2, 2};
+    std::discrete_distribution<int> pick(std::begin(kWeights), std::end(kWeights));
+    return "p" + std::to_string(pick(random));
+  }
+
+  std::string Next(uint64_t* member_changes) {
+    const int op = static_cast<int>(random() % 100);
+    if (op < 40 || live.size() < 10) {  // a new comment, usually at the end
+      const std::string id = "n" + std::to_string(++next_id);
+      const double at = op < 25 ? ++clock : std::uniform_real_distribution<double>(0, clock)(random);
+      live[id] = {Post(), at};
+      ++*member_changes;
+      return Comment(id, live[id].first, at);
+    }
+    auto it = std::next(live.begin(), static_cast<long>(random() % live.size()));
+    if (op < 55) {  // a delete anywhere, sometimes the first member of the hot group
+      std::string id = it->first;
+      if (op < 45) {
+        double first = 1e18;
+        for (const auto& entry : live) {
+          if (entry.second.first == "p0" && entry.second.second < first) {
+            first = entry.second.second;
+            id = entry.first;
+          }
+        }
+      }
+      live.erase(id);
+      ++*member_changes;
+      return Delete(id);
+    }
+    if (op < 70) {  // a move to another group
+      it->second.first = Post();
+      *member_changes += 2;
+      return Comment(it->first, it->second.first, it->second.second);
+    }
+    if (op < 85) {  // an order-key edit: a move inside the group
+      it->second.second = std::uniform_real_distribution<double>(0, clock)(random);
+      ++*member_changes;
+      return Comment(it->first, it->second.first, it->second.second);
+    }
+    ++*member_changes;  // in place: only the item changes
+    return Comment(it->first, it->second.first, it->second.second, "e" + std::to_string(op));
+  }
+
+  std::mt19937_64 random;
+  std::map<std::string, std::pair<std::string, double>> live;  // id -> (post, at)
+  double clock = 0;
+  int next_id = 0;
+};
+
+class StableProperty : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(StableProperty, EveryBatchIsExactWithinTheInvariantsAndCheap) {
+  const size_t batch = GetParam();
+  InMemory m(Config(50));
+  RandomStream stream(20261126 + batch);
+  // The hot group: 10,000 comments in order, loaded in batches of 5,000.
+  std::vector<std::string> load;
+  for (int i = 1; i <= 10000; ++i) {
+    const std::string id = "h" + std::to_string(i);
+    stream.live[id] = {"p0", static_cast<double>(i)};
+    load.push_back(Comment(id, "p0", i));
+    if (load.size() == 5000) {
+      m.Apply(load);
+      load.clear();
+    }
+  }
+  stream.clock = 10000;
+  const size_t events = batch == 1 ? 400 : batch == 7 ? 1400 : 15000;
+  const uint64_t writes_before = Writes(m);
+  uint64_t member_changes = 0;
+  BatchStats total;
+  for (size_t done = 0; done < events; done += batch) {
+    std::vector<std::string> round;
+    for (size_t i = 0; i < batch && done + i < events; ++i) {
+      round.push_back(stream.Next(&member_changes));
+    }
+    total.Add(m.Apply(round));
+    const std::vector<std::string> differences = m.Differences();
+    ASSERT_TRUE(differences.empty()) << "after " << done + round.size()
+                                     << " events: " << differences[0];
+  }
+  EXPECT_EQ(0u, total.tails_rendered);
+  const uint64_t writes = Writes(m) - writes_before;
+  EXPECT_LE(writes, 3 * member_changes) << writes << " bucket writes for " << member_changes
+                                         << " member changes";
+  // The hot group stayed large, so a change in it could not rewrite its tail.
+  size_t hot = 0;
+  for (const auto& entry : stream.live) hot += entry.second.first == "p0" ? 1 : 0;
+  EXPECT_GT(hot, 9000u);
+}
+
+INSTANTIATE_TEST_SUITE_P(BatchSizes, StableProperty, ::testing::Values(1, 7, 5000));
+
+}  // namespace
+}  // namespace denormd
