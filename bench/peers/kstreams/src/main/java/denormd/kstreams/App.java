@@ -225,12 +225,14 @@ public final class App {
                         Grouped.with("link-views-by-book", STR, JSON))
                 .aggregate(Json::obj,
                         (book, v, m) -> {
-                            ((ObjectNode) m).set(v.get("author").asText(), v.get("view"));
-                            return m;
+                            ObjectNode next = ((ObjectNode) m).deepCopy();  // never the old value itself
+                            next.set(v.get("author").asText(), v.get("view"));
+                            return next;
                         },
                         (book, v, m) -> {
-                            ((ObjectNode) m).remove(v.get("author").asText());
-                            return m;
+                            ObjectNode next = ((ObjectNode) m).deepCopy();
+                            next.remove(v.get("author").asText());
+                            return next;
                         },
                         Materialized.<String, JsonNode, KeyValueStore<Bytes, byte[]>>as("author-views-by-book")
                                 .withKeySerde(STR).withValueSerde(JSON));
@@ -340,9 +342,12 @@ public final class App {
         return doc;
     }
 
-    /** Adds or removes id in a sorted array of ids (byte order): a binary search, in place. */
+    /**
+     * Adds or removes id in a sorted array of ids (byte order), by binary search, in a copy: an
+     * aggregator must not change the old value, which Streams forwards beside the new one.
+     */
     static JsonNode sortedIds(JsonNode ids, String id, boolean add) {
-        ArrayNode a = (ArrayNode) ids;
+        ArrayNode a = ((ArrayNode) ids).deepCopy();
         int lo = 0, hi = a.size() - 1;
         while (lo <= hi) {
             int mid = (lo + hi) >>> 1;
@@ -564,7 +569,7 @@ public final class App {
         public void process(Record<String, JsonNode> r) {
             String k = r.value().get("k").asText();
             JsonNode d = dirty.get(r.key());
-            String from = d != null && d.get("k").asText().compareTo(k) < 0 ? d.get("k").asText() : k;
+            String from = d != null && Json.compareBytes(d.get("k").asText(), k) < 0 ? d.get("k").asText() : k;
             long ts = Math.max(r.timestamp(), d == null ? Long.MIN_VALUE : d.get("ts").asLong());
             if (d != null && d.get("k").asText().equals(from) && d.get("ts").asLong() == ts) return;
             ObjectNode mark = Json.obj();
@@ -596,7 +601,7 @@ public final class App {
                     KeyValue<String, byte[]> kv = it.next();
                     if (kv.value == null) continue;
                     if (rank % BUCKET_SIZE == 0) bucket.clear();
-                    if (!changed && kv.key.compareTo(fromKey) >= 0) changed = true;
+                    if (!changed && Json.compareBytes(kv.key, fromKey) >= 0) changed = true;  // the store's byte order
                     bucket.add(kv.value);
                     rank++;
                     if (changed && rank % BUCKET_SIZE == 0) emit(post, rank / BUCKET_SIZE - 1, bucket, ts);
