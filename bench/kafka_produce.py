@@ -9,8 +9,9 @@ the requested rate.
 What it speaks: one broker connection (a single-node cluster: it is the leader of
 every partition), Produce v7 with record batches v2 (magic 2, CRC-32C, no
 compression, no idempotence), acks=1. Records are keyed type:id and partitioned by
-CRC32(key) % partitions, like librdkafka's consistent partitioner, so one entity's
-events stay in order. Each record's timestamp (CreateTime) is the moment it became
+CRC32(key) % partitions, like librdkafka's consistent partitioner (denormd publish), or,
+with partitioner="murmur2", like the Java client's default partitioner (the Kafka Streams
+peer's topic), so one entity's events stay in order. Each record's timestamp (CreateTime) is the moment it became
 due, so producer-side lag counts against freshness, never in its favour.
 
 Usage (stand-alone):
@@ -61,6 +62,32 @@ def _varint(n):
             return bytes(out)
 
 
+def murmur2(data):
+    """Kafka's Utils.murmur2 (the Java client's default partitioner), as a signed 32-bit int."""
+    m, mask = 0x5BD1E995, 0xFFFFFFFF
+    length = len(data)
+    h = (0x9747B28C ^ length) & mask
+    for i in range(0, length - length % 4, 4):
+        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+        k = (k * m) & mask
+        k ^= k >> 24
+        k = (k * m) & mask
+        h = (h * m) & mask
+        h ^= k
+    tail, rest = length & ~3, length % 4
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
 def _string(s):
     b = s.encode()
     return struct.pack(">h", len(b)) + b
@@ -85,7 +112,7 @@ def record_batch(records):
 class Producer:
     """Produce v7 requests on one connection, one request at a time."""
 
-    def __init__(self, brokers, topic, partitions, client_id="denormd-bench"):
+    def __init__(self, brokers, topic, partitions, client_id="denormd-bench", partitioner="crc32"):
         host, port = brokers.split(",")[0].rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=30)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -94,8 +121,13 @@ class Producer:
         self.client_id = client_id
         self.correlation = 0
         self.sent = 0
+        if partitioner not in ("crc32", "murmur2"):
+            raise ValueError(f"unknown partitioner {partitioner}")
+        self.partitioner = partitioner
 
     def partition_of(self, key):
+        if self.partitioner == "murmur2":
+            return (murmur2(key) & 0x7FFFFFFF) % self.partitions
         return zlib.crc32(key) % self.partitions
 
     def _recv(self, n):
@@ -193,11 +225,14 @@ def main():
                    help="the topic's partition count (the topic must exist)")
     p.add_argument("--rate", type=float, required=True, help="events per second")
     p.add_argument("--seconds", type=float, default=1e9)
+    p.add_argument("--partitioner", choices=["crc32", "murmur2"], default="crc32",
+                   help="crc32: librdkafka's consistent partitioner (denormd publish); murmur2: "
+                        "the Java client's default")
     p.add_argument("file", help="JSON Lines event log")
     args = p.parse_args()
     with open(args.file, "rb") as f:
         lines = [line.rstrip(b"\n") for line in f if line.strip()]
-    producer = Producer(args.brokers, args.topic, args.partitions)
+    producer = Producer(args.brokers, args.topic, args.partitions, partitioner=args.partitioner)
     sent, elapsed, lag = produce_at_rate(producer, lines, args.rate, args.seconds)
     producer.close()
     print(f"sent {sent} events in {elapsed:.1f} s ({sent / elapsed:.0f}/s); "

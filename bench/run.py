@@ -10,6 +10,10 @@ Contenders, each in a fresh schema of one database:
   triggers/event     PL/pgSQL triggers on the source tables (bench/triggers.sql), one
                      transaction per event (a sample of the change stream: slow)
   triggers/1000      the same triggers, transactions of 1,000 events
+  Kafka Streams      bench/peers/kstreams: the same projections as a Kafka Streams 4.1
+                     application (exactly_once_v2), LOAD and CHANGES from its own
+                     4-partition topic, its output topics read back and checked, and its
+                     freshness at denormd's freshness rate (--skip-kstreams: left out)
 
 Two phases, measured separately: LOAD (load.jsonl, the initial state) and CHANGES
 (changes.jsonl applied on top of the loaded store). CHANGES events/s is the headline.
@@ -23,8 +27,15 @@ time from produce to committed document, p50/p99/max, from the daemon's
 denormd_event_age_seconds histogram. And scaling: denormd replay's CHANGES rate on a
 store 10x smaller (--scale-small), same change-stream length.
 
-The table goes to stdout and, with the command, date and machine, to
-bench/results/latest.md. Progress goes to stderr. See bench/README.md.
+The table goes to stdout and, with the command, date and machine, to an untracked file
+(STATE_DIR/results/run-<date>.md, the raw figures beside it as .json); --record writes the
+committed bench/results/latest.{md,json} instead. Progress goes to stderr. See
+bench/README.md.
+
+Safety: one run per state dir at a time (a lock file); a run whose ports are taken by
+another process stops before starting or dropping anything; schemas are dropped only in the
+server whose data directory is this state dir's, and only those the harness marked as its
+own (a comment on the schema).
 
 Examples:
   bench/run.py                                    # the default size (the issue's)
@@ -33,6 +44,7 @@ Examples:
 """
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -41,6 +53,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -63,7 +76,9 @@ GEN_DEFAULTS = {"authors": 1_000, "books": 10_000, "posts": 100, "comments": 100
 SCHEMAS = {  # contender -> schema
     "ceiling": "bench_ceiling", "replay": "bench_replay", "run": "bench_run",
     "ref": "bench_ref", "triggers": "bench_triggers", "small": "bench_small",
+    "kstreams": "bench_kstreams",
 }
+KSTREAMS_DIR = os.path.join(BENCH, "peers", "kstreams")
 
 T0 = time.time()
 
@@ -107,6 +122,7 @@ class Env:
             "PGOPTIONS": "",
         })
         self.env.pop("PGDATABASE", None)
+        self.owned = False  # set by check_server_ownership: only then is anything dropped
 
     def run(self, cmd, what, capture=True, stdin=None, check=True):
         """Runs cmd; on failure raises BenchError with its stderr."""
@@ -183,6 +199,42 @@ def timed_process(env, cmd, what, stdout_path=None, stderr_path=None):
 # Setup: dependencies, build, services, workload
 # ----------------------------------------------------------------------------
 
+def port_open(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def preflight(env, args):
+    """Before anything is built, started or dropped: one run per state dir at a time, and
+    every port either free or served by this state dir's own service. A second run whose
+    ports are taken stops here with a message, touching nothing."""
+    os.makedirs(env.state_dir, exist_ok=True)
+    env.lock = open(os.path.join(env.state_dir, "bench.lock"), "w")
+    try:
+        fcntl.flock(env.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        raise BenchError(f"another bench/run.py is running with state dir {env.state_dir}; wait "
+                         "for it or pass another --state-dir (and other ports)")
+    busy = []
+    services = [("postgres", [args.pg_port], "--pg-port")]
+    if not args.skip_kafka:
+        services.append(("kafka", [args.kafka_port, args.kafka_port + 1], "--kafka-port"))
+    for name, ports, flag in services:
+        script = os.path.join(REPO, "scripts", f"{name}.sh")
+        if env.run([script, "status"], f"{name}.sh status", check=False).returncode == 0:
+            continue  # this state dir's own server, left running by an earlier run: reused
+        busy += [f"{p} ({name}, {flag})" for p in ports if port_open(p)]
+    if not args.skip_kafka and port_open(args.metrics_port):
+        busy.append(f"{args.metrics_port} (denormd run's metrics, --metrics-port)")
+    if busy:
+        raise BenchError("port(s) " + ", ".join(busy) + " already in use by another process "
+                         "(another checkout's benchmark?). Nothing was started or dropped; pass "
+                         "free ports (and a separate --state-dir) to run beside it.")
+
+
 def setup(env, args, started):
     if not args.no_build:
         log("installing dependencies (scripts/install-deps.sh; nothing to do if present)")
@@ -205,6 +257,8 @@ def setup(env, args, started):
         env.run(["cmake", "--build", build_dir, "--target", "denormd"], "build")
     if not os.access(env.denormd, os.X_OK):
         raise BenchError(f"{env.denormd} is missing; build it (drop --no-build)")
+    if not args.skip_kafka and not args.skip_kstreams:
+        kstreams_build(env, args)
     # Every command of the run uses one copy of the binary: a rebuild of build/ meanwhile
     # must not mix two versions (their stores may differ).
     os.makedirs(env.work, exist_ok=True)
@@ -214,6 +268,7 @@ def setup(env, args, started):
 
     log(f"starting PostgreSQL on port {args.pg_port} (state in {env.state_dir})")
     start_service(env, "postgres", started)
+    check_server_ownership(env)
     if not args.skip_kafka:
         log(f"starting Kafka on port {args.kafka_port}")
         start_service(env, "kafka", started)
@@ -287,7 +342,43 @@ def slice_lines(src, dst, start, end):
 # Shared measurements
 # ----------------------------------------------------------------------------
 
+SCHEMA_MARK_PREFIX = "created by denormd bench/run.py, state dir "
+
+
+def schema_mark(env):
+    return SCHEMA_MARK_PREFIX + env.state_dir
+
+
+def mark_schema(env, schema):
+    """Marks a schema the run created, so that only such schemas are ever dropped."""
+    env.psql(f"comment on schema \"{schema}\" is '{schema_mark(env)}'")
+
+
+def check_server_ownership(env):
+    """The PostgreSQL on --pg-port must be the benchmark's own cluster, in --state-dir: the
+    harness drops schemas only there (another checkout's server on a shared port is never
+    touched). Sets env.owned."""
+    want = os.path.realpath(os.path.join(env.state_dir, "postgres"))
+    got = env.scalar("show data_directory")
+    if not got or os.path.realpath(got) != want:
+        raise BenchError(f"the PostgreSQL on port {env.args.pg_port} serves {got}, not this run's "
+                         f"cluster ({want}); it belongs to someone else: not touching it. "
+                         "Pass another --pg-port (and --state-dir).")
+    env.owned = True
+
+
 def drop_schema(env, schema):
+    """Drops a schema this harness created (marked) in its own server; refuses anything else."""
+    if not env.owned:
+        raise BenchError(f"refusing to drop schema {schema}: the server was not verified as this "
+                         "run's own")
+    comment = env.scalar("select coalesce(obj_description(oid, 'pg_namespace'), '') from pg_namespace "
+                         f"where nspname = '{schema}'")
+    if comment is None:
+        return  # no such schema
+    if comment != schema_mark(env):
+        raise BenchError(f"schema {schema} exists but was not created by this benchmark's state dir "
+                         f"({comment!r}); drop it yourself if it is to go")
     env.psql(f'drop schema if exists "{schema}" cascade')
 
 
@@ -321,10 +412,34 @@ def row_writes(env, schema):
     return last
 
 
+# Bucket collections (bench/config.yaml's `buckets`): collection -> (group field, items field).
+# Which member sits in which bucket may depend on batching (DESIGN.md, "Buckets (revised
+# contract)"), so they are compared by content: per group, the items of its documents
+# concatenated in ascending `seq` order (the id's numeric suffix, "p1:3", where a document has
+# no `seq`). The other collections are compared document by document.
+BUCKETS = {"post_comments": ("postId", "comments")}
+
+
+def bucket_groups_sql(schema, collection):
+    by, field = BUCKETS[collection]
+    return (f"select g, jsonb_agg(item order by seq, ord) as items from ("
+            f"select d.doc->>'{by}' as g, coalesce((d.doc->>'seq')::numeric, "
+            f"substring(d.id from ':([0-9]+)$')::numeric) as seq, e.item, e.ord "
+            f"from \"{schema}\".\"{collection}\" d, "
+            f"jsonb_array_elements(d.doc->'{field}') with ordinality e(item, ord)) m group by g")
+
+
 def compare_documents(env, schema, reference):
-    """Documents that differ between schema and reference (full outer join on id)."""
+    """Documents that differ between schema and reference (full outer join on id); for a
+    bucket collection, the groups whose content differs."""
     parts = []
     for c in COLLECTIONS:
+        if c in BUCKETS:
+            parts.append(
+                f"select count(*) from ({bucket_groups_sql(schema, c)}) x full outer join "
+                f"({bucket_groups_sql(reference, c)}) y on x.g = y.g "
+                f"where x.g is null or y.g is null or x.items is distinct from y.items")
+            continue
         parts.append(
             f"select count(*) from (select id, doc from \"{schema}\".\"{c}\") x "
             f"full outer join (select id, doc from \"{reference}\".\"{c}\") y on x.id = y.id "
@@ -342,7 +457,8 @@ def check(env, result_key, results, schema, reference, label):
     if total == 0:
         log(f"check {label}: identical to denormd's {fmt_count(docs)} documents")
     else:
-        detail = ", ".join(f"{c} {n}" for c, n in diffs.items() if n)
+        detail = ", ".join(f"{c} {n}" + (" groups (by content)" if c in BUCKETS else "")
+                           for c, n in diffs.items() if n)
         log(f"check {label}: WRONG: {total} documents differ ({detail})")
     results.setdefault("checks", []).append(
         {"contender": result_key, "label": label, "differ": total, "documents": docs,
@@ -399,6 +515,7 @@ def create_denormd_schema(env, schema):
     drop_schema(env, schema)
     config = write_config(env, schema)
     env.run([env.denormd, "verify", "-q", "-c", config], f"create schema {schema}")
+    mark_schema(env, schema)
     return config
 
 
@@ -447,6 +564,7 @@ def ceiling(env, results, load, changes, n_load, n_changes):
     env.psql(f'create schema "{schema}"; create table "{schema}".entities (type text collate "C", '
              f'id text collate "C", version numeric, deleted boolean not null default false, '
              f'data jsonb, primary key (type, id))')
+    mark_schema(env, schema)
     r = results["contenders"].setdefault("ceiling", {})
     for phase, path, n in (("load", load, n_load), ("changes", changes, n_changes)):
         sql = os.path.join(env.work, f"ceiling-{phase}.sql")
@@ -776,6 +894,7 @@ def trigger_contenders(env, results, load, changes, n_load, n_changes, ref):
         return
     drop_schema(env, schema)
     env.psql(file=triggers_sql, variables={"schema": schema}, what="bench/triggers.sql")
+    mark_schema(env, schema)
     ev = results["contenders"].setdefault("triggers_event", {})
     ba = results["contenders"].setdefault("triggers_batched", {})
 
@@ -908,6 +1027,320 @@ def freshness(env, results, changes, n_changes, ref, run_id):
         f"p99 {f['p99'] * 1000:.1f} ms, max {f['max'] * 1000:.1f} ms")
 
 
+# ----------------------------------------------------------------------------
+# The Kafka Streams peer (bench/peers/kstreams)
+# ----------------------------------------------------------------------------
+
+def kstreams_build(env, args):
+    """mvn package of the peer: offline once its dependencies are in the local Maven
+    repository, online the first time."""
+    jar = os.path.join(KSTREAMS_DIR, "target", "denormd-kstreams.jar")
+    if args.no_build and os.path.exists(jar):
+        return
+    pom = os.path.join(KSTREAMS_DIR, "pom.xml")
+    log("building the Kafka Streams peer (mvn -o -q package)")
+    p = env.run(["mvn", "-B", "-o", "-q", "-f", pom, "package"], "mvn -o package", check=False)
+    if p.returncode != 0:
+        log("not all of the peer's dependencies are in the local Maven repository: "
+            "mvn -q package (online, once)")
+        env.run(["mvn", "-B", "-q", "-f", pom, "package"], "mvn package (Kafka Streams peer)")
+
+
+def kstreams_java(env, main, *args, heap=("-Xmx256m",)):
+    cp = os.path.join(KSTREAMS_DIR, "target", "denormd-kstreams.jar") + os.pathsep + \
+        os.path.join(KSTREAMS_DIR, "target", "lib", "*")
+    return ["java", *heap, "-cp", cp, f"denormd.kstreams.{main}", *args]
+
+
+def kstreams_tool(env, *args):
+    return env.run(kstreams_java(env, "Tools", *args, heap=("-Xmx256m", "-XX:+UseSerialGC",
+                                                            "-XX:TieredStopAtLevel=1")),
+                   f"kstreams Tools {args[0]}").stdout
+
+
+def dir_bytes(path):
+    """(allocated on disk, apparent) bytes of the files under path."""
+    disk = apparent = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                st = os.lstat(os.path.join(root, f))
+            except OSError:
+                continue
+            disk += st.st_blocks * 512
+            apparent += st.st_size
+    return disk, apparent
+
+
+class KStreamsApp:
+    """The peer application in the background: paused and resumed through its standard
+    input, its RSS and CPU time from the kernel."""
+
+    def __init__(self, env, ks, tag):
+        args = env.args
+        self.env, self.ks = env, ks
+        self.out_path = os.path.join(env.work, f"kstreams-{tag}.out")
+        self.err_path = os.path.join(env.work, f"kstreams-{tag}.err")
+        self.out, self.err = open(self.out_path, "w"), open(self.err_path, "w")
+        cmd = kstreams_java(env, "App", "--bootstrap", env.brokers, "--input", ks["topic"],
+                            "--output-prefix", ks["prefix"], "--application-id", ks["app_id"],
+                            "--state-dir", ks["state_dir"], "--threads", str(args.kstreams_threads),
+                            "--commit-interval-ms", str(args.kstreams_commit_ms),
+                            "--cache-mib", str(args.kstreams_cache_mib),
+                            "--rocksdb-mib", str(args.kstreams_rocksdb_mib),
+                            heap=shlex.split(args.kstreams_heap))
+        ks["command"] = shlex.join(cmd)
+        self.started = time.time()
+        self.proc = subprocess.Popen(cmd, env=env.env, stdin=subprocess.PIPE, stdout=self.out,
+                                     stderr=self.err, cwd=REPO, text=True)
+        self.rss_kib = None
+        self.cpu_seconds = None
+
+    def tail(self):
+        return (open(self.out_path).read()[-1500:] + open(self.err_path).read()[-3000:])
+
+    def wait_line(self, pattern, timeout, after=0):
+        """Epoch seconds (its at_ms=) of the (after+1)-th output line matching pattern."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            found = re.findall(pattern + r" at_ms=(\d+)", open(self.out_path).read())
+            if len(found) > after:
+                return int(found[after]) / 1000
+            if self.proc.poll() is not None:
+                raise BenchError(f"Kafka Streams peer exited ({self.proc.returncode}):\n" + self.tail())
+            time.sleep(0.05)
+        raise BenchError(f"Kafka Streams peer: no {pattern} after {timeout} s:\n" + self.tail())
+
+    def wait_running(self, timeout=180):
+        """Epoch seconds of the first RUNNING state."""
+        return self.wait_line("kstreams_state RUNNING", timeout)
+
+    def command(self, what):
+        """pause / resume; returns when the application has done it (epoch seconds)."""
+        n = len(re.findall(f"kstreams_{what}d at_ms=", open(self.out_path).read()))
+        self.proc.stdin.write(what + "\n")
+        self.proc.stdin.flush()
+        return self.wait_line(f"kstreams_{what}d", 60, after=n)
+
+    def cpu(self):
+        """CPU seconds used so far (user + system), from /proc."""
+        try:
+            fields = open(f"/proc/{self.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                _, status, rusage = os.wait4(self.proc.pid, 0)
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+                self.rss_kib = rusage.ru_maxrss
+                self.cpu_seconds = rusage.ru_utime + rusage.ru_stime
+            except ChildProcessError:
+                self.proc.wait()
+        for f in (self.proc.stdin, self.out, self.err):
+            try:
+                f.close()
+            except OSError:
+                pass
+        # 143: the JVM's exit status after SIGTERM; the line says the close completed.
+        if self.proc.returncode not in (0, 143) or \
+                "kstreams_stopped exit=0" not in open(self.out_path).read():
+            raise BenchError(f"Kafka Streams peer did not stop cleanly (exit {self.proc.returncode}):\n"
+                             + self.tail())
+        return self.rss_kib
+
+
+def kstreams_wait_caught_up(env, app):
+    """Runs Tools lag until the application's committed offsets reach the end offsets of its
+    input and of every internal topic it consumes; returns that moment (epoch seconds)."""
+    args = env.args
+    cmd = kstreams_java(env, "Tools", "lag", "--bootstrap", env.brokers, "--group", app.ks["app_id"],
+                        "--input", app.ks["topic"], "--poll-ms", "50",
+                        "--stall-ms", str(int(args.stall_seconds * 1000)),
+                        heap=("-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"))
+    lag = subprocess.Popen(cmd, env=env.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, cwd=REPO)
+    try:
+        while lag.poll() is None:
+            if app.proc.poll() is not None:
+                raise BenchError(f"Kafka Streams peer exited ({app.proc.returncode}):\n" + app.tail())
+            time.sleep(0.1)
+        out, err = lag.communicate()
+    finally:
+        if lag.poll() is None:
+            lag.kill()
+            lag.wait()
+    m = re.search(r"caught_up at_ms=(\d+)", out)
+    if lag.returncode != 0 or not m:
+        raise BenchError(f"Kafka Streams peer: {out.strip()} {err[-2000:]}\n" + app.tail())
+    return int(m.group(1)) / 1000
+
+
+def kstreams_fill(env, ks, phase, path, n):
+    log(f"Kafka Streams: {phase}: filling {ks['topic']} with {fmt_count(n)} events (untimed)")
+    out = kstreams_tool(env, "fill", "--bootstrap", env.brokers, "--topic", ks["topic"], path)
+    log(f"Kafka Streams: {phase}: {out.strip()}")
+
+
+def kstreams_phase_result(app, phase, n, start, done, cpu0):
+    cpu = app.cpu()
+    r = {"events": n, "seconds": done - start, "rate": n / (done - start),
+         "cpu_seconds": cpu - cpu0 if cpu is not None and cpu0 is not None else None}
+    log(f"Kafka Streams: {phase}: {r['seconds']:.1f} s, {r['rate']:,.0f} events/s, "
+        f"{r['cpu_seconds'] or 0:.1f} s CPU")
+    return r
+
+
+def kstreams_check(env, results, ks, reference, label):
+    """Reads every output key's final value back (Tools dump) into a schema, and compares it
+    with denormd's documents like every contender's."""
+    d = os.path.join(env.work, f"kstreams-dump-{ks['app_id']}")
+    shutil.rmtree(d, ignore_errors=True)
+    log("Kafka Streams: reading the output topics back (read_committed, last value per key)")
+    kstreams_tool(env, "dump", "--bootstrap", env.brokers, "--output-prefix", ks["prefix"], "--dir", d)
+    schema = SCHEMAS["kstreams"]
+    drop_schema(env, schema)
+    env.psql(f'create schema "{schema}"')
+    mark_schema(env, schema)
+    stmts = []
+    for c in COLLECTIONS:
+        stmts.append(f'create table "{schema}"."{c}" (id text collate "C" primary key, doc jsonb not null);')
+        stmts.append(f"\\copy \"{schema}\".\"{c}\" from '{os.path.join(d, c + '.tsv')}' {COPY_OPTS}")
+    sql = os.path.join(env.work, "kstreams-load-dump.sql")
+    with open(sql, "w") as f:
+        f.write("\n".join(stmts) + "\n")
+    env.psql(file=sql, what="load the Kafka Streams documents")
+    total = check(env, "kstreams", results, schema, reference, label)
+    drop_schema(env, schema)
+    shutil.rmtree(d, ignore_errors=True)
+    return total
+
+
+def kstreams_contender(env, results, load, changes, n_load, n_changes, sizes, run_id):
+    """The Kafka Streams peer, one JVM through three phases on one 4-partition topic:
+    LOAD (topic pre-filled, timed from RUNNING), CHANGES (filled while paused, timed from
+    resume), each until every input and internal offset is committed; its documents read
+    back and checked; then freshness at denormd's freshness rate on new events."""
+    args = env.args
+    ks = {"topic": f"bench.kstreams.{run_id}", "prefix": f"bench.kstreams.{run_id}.out",
+          "app_id": f"denormd-bench-kstreams-{run_id}",
+          "state_dir": os.path.join(env.work, f"kstreams-state-{run_id}")}
+    r = results["contenders"].setdefault("kstreams", {})
+    r["settings"] = {"threads": args.kstreams_threads, "commit_interval_ms": args.kstreams_commit_ms,
+                     "cache_mib": args.kstreams_cache_mib, "rocksdb_mib": args.kstreams_rocksdb_mib,
+                     "heap": args.kstreams_heap}
+    shutil.rmtree(ks["state_dir"], ignore_errors=True)
+    kstreams_tool(env, "setup", "--bootstrap", env.brokers, "--input", ks["topic"], "--partitions", "4",
+                  "--output-prefix", ks["prefix"])
+    kstreams_fill(env, ks, "load", load, n_load)
+    checkpoint(env)
+    app = KStreamsApp(env, ks, run_id)
+    try:
+        running = app.wait_running()
+        r["startup_seconds"] = running - app.started
+        log(f"Kafka Streams: load: RUNNING {r['startup_seconds']:.1f} s after start; consuming")
+        cpu0 = app.cpu()
+        r["load"] = kstreams_phase_result(app, "load", n_load, running,
+                                          kstreams_wait_caught_up(env, app), cpu0)
+        app.command("pause")
+        kstreams_fill(env, ks, "changes", changes, n_changes)
+        checkpoint(env)
+        cpu0 = app.cpu()
+        resumed = app.command("resume")
+        r["changes"] = kstreams_phase_result(app, "changes", n_changes, resumed,
+                                             kstreams_wait_caught_up(env, app), cpu0)
+        app.command("pause")
+        kstreams_check(env, results, ks, SCHEMAS["replay"], "Kafka Streams after load + all changes")
+        if not r.get("wrong"):
+            kstreams_freshness(env, results, app, sizes, changes, n_changes)
+    finally:
+        rss = app.stop()
+    r["rss_kib"] = rss
+    r["cpu_seconds"] = app.cpu_seconds
+    r["state_disk_bytes"], r["state_apparent_bytes"] = dir_bytes(ks["state_dir"])
+    r["command"] = ks.get("command")
+    log(f"Kafka Streams: peak RSS {(rss or 0) // 1024} MiB, state stores "
+        f"{r['state_disk_bytes'] / 2**20:,.0f} MiB on disk")
+    if not args.keep_services:
+        shutil.rmtree(ks["state_dir"], ignore_errors=True)
+        # Its ~30 topics (input, outputs, repartition, subscription, changelogs: 4 partitions
+        # each) would otherwise pile up run after run and slow the broker's start-up.
+        out = kstreams_tool(env, "cleanup", "--bootstrap", env.brokers, "--group", ks["app_id"],
+                            "--prefix", ks["topic"])
+        log(f"Kafka Streams: {out.strip()} of this run")
+
+
+def kstreams_freshness_rate(env, results):
+    """denormd's freshness rate (freshness() uses the same rule)."""
+    args = env.args
+    run = results["contenders"].get("run", {})
+    if args.freshness_rate:
+        return args.freshness_rate
+    if run.get("changes") and not run.get("wrong"):
+        return max(1.0, 0.2 * run["changes"]["rate"])
+    return None
+
+
+def kstreams_freshness(env, results, app, sizes, changes, n_changes):
+    """The peer at denormd's freshness rate for --freshness-seconds, on new events: the
+    generator's stream continued past changes.jsonl (the peer has applied all of it)."""
+    args = env.args
+    ks, r = app.ks, results["contenders"]["kstreams"]
+    rate = kstreams_freshness_rate(env, results)
+    if not rate:
+        log("Kafka Streams freshness: no denormd run rate and no --freshness-rate: skipped")
+        return
+    want = max(1, int(rate * args.freshness_seconds))
+    extra = -(-want // 10_000) * 10_000
+    wdir = workload(env, sizes, n_changes + extra, args.seed, "Kafka Streams freshness")
+    lines = [line.encode() for line in read_lines(os.path.join(wdir, "changes.jsonl"),
+                                                  n_changes - 1, n_changes + want)]
+    # The generator is sequential: a longer stream starts with changes.jsonl (checked on its
+    # last line).
+    if lines[0] != read_lines(changes, n_changes - 1, n_changes)[0].encode():
+        raise BenchError("the continued change stream does not extend changes.jsonl (generator?)")
+    lines = lines[1:]
+    fr = r["freshness"] = {"rate": rate, "seconds": args.freshness_seconds}
+    fresh = subprocess.Popen(
+        kstreams_java(env, "Tools", "fresh", "--bootstrap", env.brokers, "--output-prefix", ks["prefix"],
+                      heap=("-Xmx256m", "-XX:+UseSerialGC")),
+        env=env.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=REPO)
+    try:
+        if fresh.stdout.readline().strip() != "ready":
+            raise BenchError("Kafka Streams freshness: the output reader did not start:\n"
+                             + fresh.stderr.read()[-2000:])
+        app.command("resume")
+        time.sleep(1.0)
+        log(f"Kafka Streams freshness: producing at {rate:,.0f} events/s (denormd's freshness rate) "
+            f"for {args.freshness_seconds:g} s, murmur2-partitioned like the peer's topic")
+        cpu0 = app.cpu()
+        producer = kafka_produce.Producer(env.brokers, ks["topic"], 4, partitioner="murmur2")
+        sent, elapsed, lag = kafka_produce.produce_at_rate(
+            producer, lines, rate, args.freshness_seconds, stop=lambda: app.proc.poll() is not None)
+        producer.close()
+        produced = time.time()
+        fr.update({"sent": sent, "elapsed": elapsed, "producer_max_lag": lag})
+        fr["caught_up_after_seconds"] = kstreams_wait_caught_up(env, app) - produced
+        cpu = app.cpu()
+        fr["cpu_seconds"] = cpu - cpu0 if cpu is not None and cpu0 is not None else None
+        time.sleep(0.5)  # the reader's last poll
+        out, err = fresh.communicate(input="", timeout=60)
+        fr.update(json.loads(out.strip().splitlines()[-1]))
+        fresh = None
+    finally:
+        if fresh is not None:
+            fresh.kill()
+            fresh.wait()
+    if fr.get("p99_ms") is not None:
+        log(f"Kafka Streams freshness: {sent} events at {sent / elapsed:,.0f}/s: "
+            f"{fr['count']:,} output records, p50 {fr['p50_ms']} ms, p99 {fr['p99_ms']} ms, "
+            f"max {fr['max_ms']} ms; caught up {fr['caught_up_after_seconds']:.1f} s after the last")
+
+
 def scaling(env, results, small_dir, n_large_changes):
     schema = SCHEMAS["small"]
     config = create_denormd_schema(env, schema)
@@ -992,7 +1425,8 @@ def report(env, results, args, sizes, n_load, n_changes):
              ("replay", "denormd replay"),
              ("run", "denormd run (Kafka, 4 partitions)"),
              ("triggers_event", "triggers, 1 event per transaction"),
-             ("triggers_batched", "triggers, 1,000 events per transaction")]
+             ("triggers_batched", "triggers, 1,000 events per transaction"),
+             ("kstreams", "Kafka Streams 4.1 (exactly_once_v2, 4 partitions)")]
 
     def ratio(a, b):
         return f"{a / b:.2f}x" if a and b else "—"
@@ -1002,19 +1436,27 @@ def report(env, results, args, sizes, n_load, n_changes):
                  f"comments), {fmt_count(n_changes)} change events, seed {args.seed}.")
     lines.append("")
     lines.append("| contender | load events/s | changes events/s | documents written per change event "
-                 "| peak RSS | vs ceiling | vs triggers/event | vs triggers/1000 |")
-    lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+                 "| peak RSS | vs ceiling | vs triggers/event | vs triggers/1000 "
+                 "| denormd / Kafka Streams |")
+    lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    ks_changes = rate_of("kstreams", "changes")
     for key, label in names:
         if key not in C:
             continue
         mine = rate_of(key, "changes")
         is_denormd = key in ("replay", "run")
+        vs_ks = "—"
+        if is_denormd:
+            vs_ks = ratio(mine, ks_changes)
+            if key == "replay" and rate_of("kstreams", "load"):
+                vs_ks += f" (load {ratio(rate_of('replay', 'load'), rate_of('kstreams', 'load'))})"
         lines.append(
             f"| {label} | {cell_rate(key, 'load')} | {cell_rate(key, 'changes')} | {cell_docs(key)} "
-            f"| {cell_rss(key) if is_denormd else '—'} "
+            f"| {cell_rss(key) if is_denormd or key == 'kstreams' else '—'} "
             f"| {ratio(mine, rate_of('ceiling', 'changes')) if key != 'ceiling' else '1.00x'} "
             f"| {ratio(mine, rate_of('triggers_event', 'changes')) if is_denormd else '—'} "
-            f"| {ratio(mine, rate_of('triggers_batched', 'changes')) if is_denormd else '—'} |")
+            f"| {ratio(mine, rate_of('triggers_batched', 'changes')) if is_denormd else '—'} "
+            f"| {vs_ks} |")
     lines.append("")
     notes = []
     if "run" in C and C["run"].get("changes"):
@@ -1039,6 +1481,28 @@ def report(env, results, args, sizes, n_load, n_changes):
         notes.append("triggers LOAD: source rows in bulk with the triggers off, then every document "
                      "recomputed set-based by the triggers' own refresh functions "
                      "(--trigger-load events applies it through the triggers instead).")
+    ks = C.get("kstreams", {})
+    if ks.get("changes"):
+        st = ks["settings"]
+        cpu = "; CPU " + ", ".join(f"{ks[ph]['cpu_seconds'] / ks[ph]['events'] * 1000:.2f} ms per "
+                                   f"{ph.upper()} event" for ph in ("load", "changes")
+                                   if ks[ph].get("cpu_seconds")) if ks["load"].get("cpu_seconds") else ""
+        notes.append(
+            "Kafka Streams: bench/peers/kstreams, one JVM through LOAD (its own 4-partition topic, "
+            "pre-filled with the same events, murmur2-partitioned by the Java producer; timed from "
+            f"RUNNING, start-up {ks['startup_seconds']:.1f} s excluded) and CHANGES (filled while "
+            "the application is paused, timed from resume), each until the group's committed "
+            "offsets reach the end of the input and of every internal topic; exactly_once_v2, "
+            f"commit.interval.ms {st['commit_interval_ms']}, statestore.cache.max.bytes "
+            f"{st['cache_mib']} MiB, RocksDB bounded to {st['rocksdb_mib']} MiB, "
+            f"{st['threads']} stream thread(s), JVM {st['heap']}; peak RSS of the JVM over the "
+            "three phases (freshness included); state stores "
+            f"{ks['state_disk_bytes'] / 2**20:,.0f} MiB on disk at the end "
+            f"({ks['state_apparent_bytes'] / 2**20:,.0f} MiB apparent){cpu}. Its documents (four "
+            "compacted topics, read back) are checked like every contender's; post_comments is "
+            "packed (content compared). Documents written: not comparable (Kafka records, not rows). "
+            "What it does not do (stable buckets, one transaction per batch, dead letters, `via` "
+            "through arrays): docs/benchmarks.md, \"The Kafka Streams peer\".")
     notes.append("documents written: n_tup_ins + n_tup_upd + n_tup_del of the four collection tables "
                  "(pg_stat_user_tables), the same count for every contender.")
     notes.append("ceiling: patches stored as upserts of the patch (storage cost only).")
@@ -1058,6 +1522,16 @@ def report(env, results, args, sizes, n_load, n_changes):
                      f"average, {f['documents_per_event']:.2f} documents written per event.")
     else:
         lines.append("Freshness: not measured" + (" (--skip-kafka)." if args.skip_kafka else "."))
+    kf = ks.get("freshness")
+    if kf and kf.get("p99_ms") is not None and not ks.get("wrong"):
+        lines.append(f"Kafka Streams freshness (produce → output record readable by a read_committed "
+                     f"consumer), {kf['sent']:,} new events at {kf['sent'] / kf['elapsed']:,.0f} events/s "
+                     f"(denormd's freshness rate): p50 {kf['p50_ms']:,} ms, p99 {kf['p99_ms']:,} ms, "
+                     f"max {kf['max_ms']:,} ms over {kf['count']:,} output records (each measured from "
+                     "its timestamp, the produce time of the newest event it reflects)."
+                     + (f" That rate is above the peer's own CHANGES rate ({ks['changes']['rate']:,.0f} "
+                        "events/s): it falls behind for the whole run."
+                        if ks.get("changes") and kf["sent"] / kf["elapsed"] > ks["changes"]["rate"] else ""))
     s = results.get("scaling")
     large = rate_of("replay", "changes")
     if s and large:
@@ -1109,6 +1583,24 @@ def report(env, results, args, sizes, n_load, n_changes):
                         f"{r:.2f}", verdict(r >= 0.8)))
     else:
         targets.append(("events/s within 20% at two store sizes 10x apart", "—", "n/a"))
+    if ks.get("changes") or ks.get("wrong"):
+        dr, kr = d, rate_of("kstreams", "changes")
+        targets.append((f"{hl} events/s ahead of Kafka Streams (CHANGES)", ratio(dr, kr),
+                        verdict(dr > kr if dr and kr else None)))
+        lr, klr = rate_of("replay", "load"), rate_of("kstreams", "load")
+        targets.append(("denormd replay events/s ahead of Kafka Streams (LOAD)", ratio(lr, klr),
+                        verdict(lr > klr if lr and klr else None)))
+        if f and f.get("p99") is not None and kf and kf.get("p99_ms") is not None and not ks.get("wrong"):
+            targets.append(("freshness p99 below Kafka Streams' at the same rate",
+                            f"{f['p99'] * 1000:,.0f} ms vs {kf['p99_ms']:,} ms",
+                            verdict(f["p99"] * 1000 < kf["p99_ms"])))
+        else:
+            targets.append(("freshness p99 below Kafka Streams' at the same rate", "—", "n/a"))
+        if rss and ks.get("rss_kib") and not ks.get("wrong"):
+            kmib = ks["rss_kib"] / 1024
+            targets.append(("several times less memory than Kafka Streams (peak RSS, >= 3x)",
+                            f"{max(rss) / 1024:.0f} MiB vs {kmib:.0f} MiB ({kmib / (max(rss) / 1024):.1f}x)",
+                            verdict(kmib >= 3 * max(rss) / 1024)))
     lines.append("| target | measured | |")
     lines.append("| --- | ---: | --- |")
     for t, m, v in targets:
@@ -1158,7 +1650,20 @@ def main():
                         "default) or events (apply_events, transactions of 1,000: "
                         "quadratic on hot posts, for small sizes only)")
     g.add_argument("--skip-kafka", action="store_true",
-                   help="no Kafka: skip denormd run and freshness")
+                   help="no Kafka: skip denormd run, freshness and the Kafka Streams peer")
+    g.add_argument("--skip-kstreams", action="store_true",
+                   help="skip the Kafka Streams peer (bench/peers/kstreams)")
+    g.add_argument("--kstreams-threads", type=int, default=1, metavar="N",
+                   help="the peer's num.stream.threads (default 1)")
+    g.add_argument("--kstreams-commit-ms", type=int, default=100, metavar="MS",
+                   help="the peer's commit.interval.ms (default 100, exactly-once's default)")
+    g.add_argument("--kstreams-cache-mib", type=int, default=16, metavar="MIB",
+                   help="the peer's statestore.cache.max.bytes in MiB (default 16)")
+    g.add_argument("--kstreams-rocksdb-mib", type=int, default=64, metavar="MIB",
+                   help="the peer's RocksDB memory, all stores together (block cache with "
+                        "the memtables charged to it; default 64)")
+    g.add_argument("--kstreams-heap", default="-Xms64m -Xmx256m", metavar="JVM_OPTIONS",
+                   help="the peer's JVM heap options (default '-Xms64m -Xmx256m')")
     g = p.add_argument_group("freshness and scaling")
     g.add_argument("--freshness-rate", type=float, default=0, metavar="EVENTS_PER_S",
                    help="fixed input rate into Kafka (default: 20%% of denormd run's measured "
@@ -1183,17 +1688,27 @@ def main():
                    help="skip install-deps.sh and the build; use build/denormd as it is")
     g.add_argument("--keep-services", action="store_true",
                    help="leave PostgreSQL and Kafka running and the bench schemas in place")
-    g.add_argument("--results", default=os.path.join(BENCH, "results", "latest.md"),
-                   help="where the table, command, date and machine go (default bench/results/latest.md)")
+    g.add_argument("--record", action="store_true",
+                   help="write the results to the committed bench/results/latest.{md,json} "
+                        "(default: an untracked file per run, see --results)")
+    g.add_argument("--results", default=None,
+                   help="where the table, command, date and machine go (default "
+                        "STATE_DIR/results/run-<date>.md, the raw figures beside it as .json; "
+                        "with --record bench/results/latest.md)")
     args = p.parse_args()
+    run_stamp = datetime.now().strftime("%Y%m%d%H%M%S")
+    if args.results is None:
+        args.results = (os.path.join(BENCH, "results", "latest.md") if args.record else
+                        os.path.join(os.path.abspath(args.state_dir), "results", f"run-{run_stamp}.md"))
 
     env = Env(args)
     started = []
     results = {"contenders": {}, "notes": []}
     sizes = {k: getattr(args, k) for k in GEN_DEFAULTS}
-    run_id = datetime.now().strftime("%Y%m%d%H%M%S")
+    run_id = run_stamp
     code = 0
     try:
+        preflight(env, args)
         setup(env, args, started)
         results["pg_version"] = pg_version(env)
         wdir = workload(env, sizes, args.changes, args.seed, "main")
@@ -1215,6 +1730,14 @@ def main():
             check(env, "run", results, SCHEMAS["run"], SCHEMAS["replay"],
                   "denormd run after load + all changes")
             drop_schema(env, SCHEMAS["run"])
+        if not args.skip_kafka and not args.skip_kstreams:
+            try:
+                kstreams_contender(env, results, load, changes, n_load, n_changes, sizes, run_id)
+            except BenchError as e:  # the peer's failure is reported; the others still run
+                log(f"Kafka Streams: failed: {e}")
+                results["contenders"].setdefault("kstreams", {})["failed"] = str(e)[:2000]
+                results["notes"].append("Kafka Streams peer failed (its output and state are in "
+                                        f"{os.path.relpath(env.work, REPO)}): " + str(e).splitlines()[0])
         trigger_contenders(env, results, load, changes, n_load, n_changes, ref)
         if not args.skip_kafka:
             freshness(env, results, changes, n_changes, ref, run_id)
@@ -1228,11 +1751,12 @@ def main():
         code = 130
     finally:
         if not args.keep_services:
-            try:
-                for s in SCHEMAS.values():
-                    drop_schema(env, s)
-            except BenchError:
-                pass
+            if env.owned:  # only in the server this run verified as its own
+                try:
+                    for s in SCHEMAS.values():
+                        drop_schema(env, s)
+                except BenchError as e:
+                    log(f"cleanup: {e}")
             stop_services(env, started)
     if code == 0 or results["contenders"]:
         elapsed = time.time() - T0
