@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/process.h"
+#include "common/redact.h"
 #include "config/config.h"
 #include "connectors/kafka_publisher.h"
 #include "connectors/kafka_source.h"
@@ -209,7 +210,8 @@ int OpenEngine(const Arguments& args, std::unique_ptr<Engine>* out,
       std::cerr << "denormd " << args.command << ": " << status.message() << "\n";
       return kExitUsage;
     }
-    std::cerr << "denormd: cannot open the store (" << (connection.empty() ? "libpq defaults" : connection)
+    std::cerr << "denormd: cannot open the store ("
+              << (connection.empty() ? "libpq defaults" : RedactSecrets(connection))
               << "): " << status.message() << "\n";
     return kExitFailure;
   }

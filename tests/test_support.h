@@ -102,6 +102,8 @@ class InMemory {
   }
   const Config& config() const { return *config_; }
   const ProjectionPlan& plan() const { return *plan_; }
+  const BatchApplier& applier() const { return *applier_; }
+  const Decoder& decoder() const { return *decoder_; }
 
  private:
   std::optional<Config> config_;

@@ -199,6 +199,7 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenInvariant{"EmptyBucket", "bucket p:7 is empty",
                         [](InMemory* m) {
                           m->Documents("pages")["p:7"] = m->Documents("pages")["p:2"];
+                          m->Documents("pages")["p:7"].id = "p:7";
                           m->Documents("pages")["p:7"].bucket->number = 7;
                           SetItems(m, "p:7", {}, 7);
                         }},
@@ -212,6 +213,7 @@ INSTANTIATE_TEST_SUITE_P(
                           SetItems(m, "p:0", {1});
                           SetItems(m, "p:1", {2, 3, 4, 5});
                           m->Documents("pages")["p:3"] = m->Documents("pages")["p:2"];
+                          m->Documents("pages")["p:3"].id = "p:3";
                           m->Documents("pages")["p:3"].bucket->number = 3;
                           SetItems(m, "p:3", {9, 10}, 3);
                           SetItems(m, "p:2", {6, 7, 8});
