@@ -17,6 +17,7 @@
 #include "formats/record.h"
 #include "projections/batch_applier.h"
 #include "projections/derivations/registry.h"
+#include "projections/document_set.h"
 #include "projections/memory_store.h"
 
 namespace denormd {
@@ -41,11 +42,13 @@ std::string ArticleScenarioName(const ArticleScenario& scenario);
 std::vector<ArticleScenario> AllArticleScenarios();
 
 // Documents by collection and id, as JSON text.
-using Collections = std::map<std::string, std::map<std::string, std::string>>;
+using Collections = denormd::Collections;
 
 // Compares `actual` with the "collections" object of an expected-documents
-// file (tests/data/article/expected*.json). Returns "" when every collection
-// holds exactly the expected documents, else one line per difference.
+// file (tests/data/article/expected*.json) as `denormd test --expect` does
+// (DiffDocumentSets: `stable` bucket collections by content and invariants,
+// with the file's bucket shapes). Returns "" when they are equal, else one
+// line per difference.
 std::string DiffCollections(const Collections& actual, const std::string& expected_file);
 
 // The "stale" and "dead" counts of an expected-documents file.
