@@ -35,8 +35,11 @@ const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
                                  "size", "order_by", "field", "select", "layout"};
 const KeyList kEntityOnlyKeys = {"include", "exclude", "fields", "partition_key"};
 const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select", "layout"};
-// Tables denormd keeps next to the collections, in the same schema.
-const KeyList kReservedTables = {"entities", "refs", "positions", "dead_letters", "counters"};
+// Tables denormd keeps next to the collections, in the same schema (those
+// connectors/postgres_store.cc creates; tests/connectors/reserved_tables_test.cc
+// keeps the two in step).
+const KeyList kReservedTables = {"entities", "refs",  "ref_counts", "positions",
+                                 "locks",    "writers", "meta",     "dead_letters"};
 
 bool Contains(const KeyList& list, const std::string& s) {
   return std::find(list.begin(), list.end(), s) != list.end();

@@ -614,7 +614,8 @@ TEST(ConfigErrorTest, CollectionAndSchemaMustBeSqlIdentifiers) {
 }
 
 TEST(ConfigErrorTest, CollectionMustNotClashWithInternalTables) {
-  for (const std::string name : {"entities", "refs", "positions", "dead_letters", "counters"}) {
+  for (const std::string name : {"entities", "refs", "ref_counts", "positions", "locks", "writers",
+                                 "meta", "dead_letters"}) {
     ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    collection: " + name + "\n",
                     "clashes with a table denormd keeps itself", 6, "projections.p.collection");
   }
