@@ -287,6 +287,22 @@ std::string ShellQuote(const std::string& text) {
 
 }  // namespace
 
+CommandResult RunDenormdOffline(const std::vector<std::string>& args, const std::string& input) {
+  const std::string out = WriteTempFile("stdout", ""), err = WriteTempFile("stderr", "");
+  std::string command =
+      "DENORMD_POSTGRES=postgresql://127.0.0.1:1/nowhere DENORMD_KAFKA_BROKERS=127.0.0.1:1 " +
+      ShellQuote(DENORMD_BINARY);
+  for (const std::string& arg : args) command += " " + ShellQuote(arg);
+  command += " >" + ShellQuote(out) + " 2>" + ShellQuote(err);
+  command += input.empty() ? " </dev/null" : " <" + ShellQuote(input);
+  const int status = std::system(command.c_str());
+  CommandResult result;
+  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = ReadFile(out);
+  result.err = ReadFile(err);
+  return result;
+}
+
 int RunScript(const std::string& script, const std::vector<std::string>& args,
               const std::vector<std::pair<std::string, std::string>>& env, std::string* output) {
   std::string command;

@@ -126,6 +126,19 @@ std::vector<std::string> Sql(const std::string& statement);
 // database; captures stdout+stderr into *output. Returns the exit code.
 int RunDenormd(const std::vector<std::string>& args, std::string* output);
 
+// What a run of the denormd binary printed, and its exit code.
+struct CommandResult {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs the denormd binary with `args` where nothing can be reached:
+// DENORMD_POSTGRES and DENORMD_KAFKA_BROKERS name port 1 of 127.0.0.1. Its
+// stdin is the file `input`, or /dev/null when "".
+CommandResult RunDenormdOffline(const std::vector<std::string>& args,
+                                const std::string& input = "");
+
 // Writes `text` to a new file in a per-test temporary directory; returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& text);
 

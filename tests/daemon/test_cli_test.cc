@@ -4,10 +4,9 @@
 // 1 difference, 2 usage or config), and that nothing connects anywhere: the
 // store and brokers the config and the environment name do not exist.
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <cctype>
-#include <cstdlib>
+#include <cstdio>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -24,34 +23,11 @@ using testing::ReadFile;
 using testing::SourcePath;
 using testing::WriteTempFile;
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using Result = testing::CommandResult;
 
-std::string Quote(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs the denormd binary; `input` (a file) becomes its stdin when given.
+// Runs the denormd binary; nothing it could connect to exists.
 Result Denormd(const std::vector<std::string>& args, const std::string& input = "") {
-  const std::string out = WriteTempFile("stdout", ""), err = WriteTempFile("stderr", "");
-  // Nothing may connect: no server answers on port 1.
-  std::string command =
-      "DENORMD_POSTGRES=postgresql://127.0.0.1:1/nowhere DENORMD_KAFKA_BROKERS=127.0.0.1:1 " +
-      Quote(DENORMD_BINARY);
-  for (const std::string& arg : args) command += " " + Quote(arg);
-  command += " >" + Quote(out) + " 2>" + Quote(err);
-  command += input.empty() ? " </dev/null" : " <" + Quote(input);
-  const int status = std::system(command.c_str());
-  Result result;
-  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = ReadFile(out);
-  result.err = ReadFile(err);
-  return result;
+  return testing::RunDenormdOffline(args, input);
 }
 
 const std::string kConfig = SourcePath("tests/data/article/config.yaml");
