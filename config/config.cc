@@ -36,11 +36,12 @@ const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
                                  "size", "order_by", "field", "select", "layout"};
 const KeyList kEntityOnlyKeys = {"include", "exclude", "fields", "partition_key"};
 const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select", "layout"};
-// Tables and indexes denormd keeps next to the collections, in the same
-// schema (connectors/postgres_store.cc creates them).
-const KeyList kReservedTables = {"entities", "refs",   "refs_by_entity", "ref_counts", "positions",
-                                 "dead_letters", "locks", "writers", "meta", "outbox",
-                                 "outbox_relay", "counters"};
+// Tables (and the index refs_by_entity, in the same namespace) denormd keeps
+// next to the collections, in the same schema: those
+// connectors/postgres_store.cc creates (tests/connectors/reserved_tables_test.cc
+// keeps the two in step), and the outbox of the change feed.
+const KeyList kReservedTables = {"entities", "refs",  "refs_by_entity", "ref_counts", "positions",
+                                 "locks",    "writers", "meta",         "dead_letters", "outbox"};
 // The longest suffix of the indexes made for a collection ("_by_number"):
 // PostgreSQL truncates names past 63 bytes, so a collection name is at most
 // 63 - 10 bytes.
