@@ -362,6 +362,42 @@ class PostgresTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
+  Status RowsOf(const std::vector<EntityKey>& entities, std::vector<StoredRow>* out) override {
+    if (entities.empty()) return Status::Ok();
+    std::vector<std::string> types, ids;
+    for (const EntityKey& key : entities) {
+      types.push_back(key.type);
+      ids.push_back(key.id);
+    }
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("reading index rows", [&] {
+      rows = Run("select r.type, r.id, r.field, r.target, encode(r.sort, 'hex') from " + schema_ +
+                     ".refs r join unnest($1::text[], $2::text[]) k(type, id)"
+                     " on r.type = k.type and r.id = k.id",
+                 PgTextArray(types), PgTextArray(ids));
+    }));
+    for (const auto& row : rows) {
+      out->push_back({{row[0].c_str(), row[1].c_str()}, row[2].c_str(), row[3].c_str(),
+                      HexDecode(row[4].c_str())});
+    }
+    return Status::Ok();
+  }
+
+  Status RecountTargets() override {
+    const std::string counts = schema_ + ".ref_counts";
+    return Guard("recounting the reference index", [&] {
+      Run("with actual as (select type, field, target, count(*) as n from " + schema_ +
+          ".refs group by 1, 2, 3),"
+          " fixed as (insert into " + counts + " as c (type, field, target, count)"
+          " select type, field, target, n from actual order by 1, 2, 3"
+          " on conflict (type, field, target) do update set count = excluded.count"
+          " where c.count <> excluded.count)"
+          " update " + counts + " c set count = 0 where c.count <> 0 and not exists ("
+          "select 1 from actual a where a.type = c.type and a.field = c.field"
+          " and a.target = c.target)");
+    });
+  }
+
   // ---- DocumentTables
 
   Status Upsert(const ProjectionConfig& projection, const std::vector<DocumentRow>& rows,

@@ -126,6 +126,19 @@ class MemoryTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
+  Status RowsOf(const std::vector<EntityKey>& entities, std::vector<StoredRow>* out) override {
+    for (const EntityKey& key : entities) {
+      auto it = state_.references.find(key);
+      if (it == state_.references.end()) continue;
+      for (const MemoryState::IndexRow& row : it->second) {
+        out->push_back({key, row.relation, row.target, row.sort});
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status RecountTargets() override { return Status::Ok(); }  // counts are the index's sizes
+
   // DocumentTables.
   Status Upsert(const ProjectionConfig& projection, const std::vector<DocumentRow>& rows,
                 uint64_t* written) override {
