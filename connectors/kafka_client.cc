@@ -36,6 +36,10 @@ Status SetBaseKafkaProperties(const KafkaSourceConfig& kafka, RdKafka::Conf* con
              {"client.id", "denormd-" + Hostname() + "-" + std::to_string(getpid())}});
 }
 
+Status SetUserKafkaProperties(const KafkaSourceConfig& kafka, RdKafka::Conf* conf) {
+  return SetKafkaProperties(conf, kafka.properties);
+}
+
 void KafkaLogger::event_cb(RdKafka::Event& event) {
   switch (event.type()) {
     case RdKafka::Event::EVENT_ERROR: {
