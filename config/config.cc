@@ -25,12 +25,14 @@ namespace {
 
 using KeyList = std::vector<std::string>;
 
-const KeyList kTopKeys = {"source", "store", "batch", "entities", "projections"};
+const KeyList kTopKeys = {"source", "store", "batch", "retention", "entities", "projections"};
 const KeyList kSourceKeys = {"kafka"};
 const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
 const KeyList kStoreKeys = {"postgres", "schema", "connect_timeout_s", "statement_timeout_ms",
                             "lock_timeout_ms"};
 const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes"};
+const KeyList kRetentionKeys = {"tombstone_hours", "dead_letter_days", "max_dead_letters",
+                                "interval_s"};
 const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
                                  "exclude", "fields", "partition_key", "by",
                                  "size", "order_by", "field", "select", "layout"};
@@ -318,6 +320,7 @@ class ConfigParser {
   void ReadSource(const Item& item, Config* config);
   void ReadStore(const Item& item, Config* config);
   void ReadBatch(const Item& item, Config* config);
+  void ReadRetention(const Item& item, Config* config);
   void ReadEntities(const Item& item, Config* config);
   void ReadProjections(const Item& item, Config* config);
   void ReadProjection(const Entry& entry, ProjectionConfig* out, CollectionUse* use);
@@ -534,6 +537,7 @@ void ConfigParser::Parse(const YAML::Node& root, Config* config) {
   if (section("source") != keys.end()) ReadSource(section("source")->second, config);
   if (Require(top, keys, "store")) ReadStore(section("store")->second, config);
   if (section("batch") != keys.end()) ReadBatch(section("batch")->second, config);
+  if (section("retention") != keys.end()) ReadRetention(section("retention")->second, config);
   if (Require(top, keys, "entities")) ReadEntities(section("entities")->second, config);
   if (Require(top, keys, "projections")) {
     ReadProjections(section("projections")->second, config);
@@ -596,6 +600,20 @@ void ConfigParser::ReadBatch(const Item& item, Config* config) {
   if (keys.count("max_delay_ms")) {
     ReadUint(keys.at("max_delay_ms"), 0, &config->batch.max_delay_ms);
   }
+}
+
+void ConfigParser::ReadRetention(const Item& item, Config* config) {
+  if (!ExpectMap(item)) return;
+  const auto keys = ReadKeys(item, kRetentionKeys);
+  RetentionConfig& out = config->retention;
+  if (keys.count("tombstone_hours")) ReadUint(keys.at("tombstone_hours"), 0, &out.tombstone_hours);
+  if (keys.count("dead_letter_days")) {
+    ReadUint(keys.at("dead_letter_days"), 0, &out.dead_letter_days);
+  }
+  if (keys.count("max_dead_letters")) {
+    ReadUint(keys.at("max_dead_letters"), 0, &out.max_dead_letters);
+  }
+  if (keys.count("interval_s")) ReadUint(keys.at("interval_s"), 0, &out.interval_s);
 }
 
 void ConfigParser::ReadEntities(const Item& item, Config* config) {

@@ -177,11 +177,28 @@ struct BatchConfig {
   uint64_t max_event_bytes = 1 << 20;
 };
 
+// What `denormd prune` (and `run`, every interval_s) removes: state the
+// engine no longer needs. 0 turns a rule off.
+struct RetentionConfig {
+  // A deleted entity's tombstone (its last version) is what refuses an older
+  // event that arrives after the delete; past this age it is removed, and an
+  // event older than the delete arriving later would bring the entity back.
+  // Keep it above the longest time an event can be redelivered (Kafka's
+  // default topic retention is 7 days).
+  uint64_t tombstone_hours = 168;
+  uint64_t dead_letter_days = 30;      // dead letters received longer ago are removed
+  uint64_t max_dead_letters = 100000;  // beyond this many, the oldest are removed
+  // How often `denormd run` prunes, between batches (0 = never; `denormd
+  // prune` still does). Unlocked lock rows and zero counters are removed too.
+  uint64_t interval_s = 3600;
+};
+
 struct Config {
   std::string path;  // the file it was read from
   std::optional<KafkaSourceConfig> kafka;
   StoreConfig store;
   BatchConfig batch;
+  RetentionConfig retention;
   std::vector<std::string> entities;
   std::vector<ProjectionConfig> projections;  // in file order
 

@@ -1,6 +1,8 @@
 #include "connectors/postgres_store.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include <pqxx/pqxx>
 
@@ -284,6 +286,104 @@ Status PostgresStore::Summarize(StoreSummary* out) {
     }
     out->dead_letters = work.exec1("select count(*) from " + s + ".dead_letters")[0].as<uint64_t>();
   });
+}
+
+Status PostgresStore::Prune(const RetentionConfig& retention, size_t chunk_rows,
+                            PruneReport* report,
+                            const std::function<void(const PruneReport&)>& progress,
+                            const std::function<bool()>& stop) {
+  DENORMD_RETURN_IF_ERROR(Connect());
+  const std::string s = connection_->pq.quote_name(config_.store.schema);
+  const std::string limit = std::to_string(std::max<size_t>(chunk_rows, 1));
+  const auto stopped = [&] { return stop && stop(); };
+  const auto told = [&] {
+    if (progress) progress(*report);
+  };
+  // Runs `sql` (one chunk: returns the chunk's last key columns, then the
+  // number of rows removed) from the start of the key space until a chunk
+  // comes back empty. `key_columns` is how many key columns the statement
+  // takes as $1.. and returns first.
+  const auto sweep = [&](const std::string& what, const std::string& sql, size_t key_columns,
+                         uint64_t* removed) -> Status {
+    std::vector<std::optional<std::string>> after(key_columns);  // null: from the start
+    while (!stopped()) {
+      bool done = false;
+      DENORMD_RETURN_IF_ERROR(Guard(what, [&] {
+        pqxx::nontransaction work(connection_->pq);
+        pqxx::row row = key_columns == 1   ? work.exec_params1(sql, after[0])
+                        : key_columns == 2 ? work.exec_params1(sql, after[0], after[1])
+                                           : work.exec_params1(sql, after[0], after[1], after[2]);
+        if (row[0].is_null()) {
+          done = true;  // nothing left to look at
+          return;
+        }
+        for (size_t i = 0; i < key_columns; ++i) after[i] = row[static_cast<int>(i)].c_str();
+        *removed += row[static_cast<int>(key_columns)].as<uint64_t>();
+      }));
+      told();
+      if (done) break;
+    }
+    return Status::Ok();
+  };
+
+  if (retention.tombstone_hours > 0) {
+    // In key order, a chunk of entities at a time (no index on age: one
+    // would make every update of an entity a non-HOT update).
+    DENORMD_RETURN_IF_ERROR(sweep(
+        "pruning tombstones",
+        "with c as (select type, id from " + s + ".entities where $1::text is null or (type, id)"
+        " > ($1, $2) order by type, id limit " + limit + "),"
+        " doomed as (select e.type, e.id from " + s + ".entities e join c using (type, id)"
+        " where e.deleted and e.updated_at < now() - make_interval(hours => " +
+            std::to_string(retention.tombstone_hours) + ") for update of e skip locked),"
+        " gone as (delete from " + s + ".entities e using doomed d"
+        " where e.type = d.type and e.id = d.id returning 1)"
+        " select l.type, l.id, (select count(*) from gone) from (select 1) one left join"
+        " (select type, id from c order by type desc, id desc limit 1) l on true",
+        2, &report->tombstones));
+  }
+  if (retention.dead_letter_days > 0 || retention.max_dead_letters > 0) {
+    std::vector<std::string> rules;
+    if (retention.dead_letter_days > 0) {
+      rules.push_back("d.received_at < now() - make_interval(days => " +
+                      std::to_string(retention.dead_letter_days) + ")");
+    }
+    if (retention.max_dead_letters > 0) {
+      rules.push_back("d.seq <= (select seq from " + s + ".dead_letters order by seq desc offset " +
+                      std::to_string(retention.max_dead_letters) + " limit 1)");
+    }
+    std::string rule = rules[0];
+    if (rules.size() > 1) rule = "(" + rules[0] + " or " + rules[1] + ")";
+    DENORMD_RETURN_IF_ERROR(sweep(
+        "pruning dead letters",
+        "with c as (select seq from " + s + ".dead_letters where ($1::bigint is null or seq > $1)"
+        " order by seq limit " + limit + "),"
+        " gone as (delete from " + s + ".dead_letters d using c where d.seq = c.seq and " +
+            rule + " returning 1)"
+        " select (select max(seq) from c), (select count(*) from gone)",
+        1, &report->dead_letters));
+  }
+  DENORMD_RETURN_IF_ERROR(sweep(
+      "pruning lock rows",
+      "with c as (select key from " + s + ".locks where ($1::bigint is null or key > $1)"
+      " order by key limit " + limit + "),"
+      " doomed as (select l.key from " + s + ".locks l join c using (key)"
+      " for update of l skip locked),"
+      " gone as (delete from " + s + ".locks l using doomed d where l.key = d.key returning 1)"
+      " select (select max(key) from c), (select count(*) from gone)",
+      1, &report->lock_rows));
+  DENORMD_RETURN_IF_ERROR(sweep(
+      "pruning zero counts",
+      "with c as (select type, field, target from " + s + ".ref_counts where $1::text is null or"
+      " (type, field, target) > ($1, $2, $3) order by type, field, target limit " + limit + "),"
+      " doomed as (select r.type, r.field, r.target from " + s + ".ref_counts r"
+      " join c using (type, field, target) where r.count = 0 for update of r skip locked),"
+      " gone as (delete from " + s + ".ref_counts r using doomed d where r.type = d.type"
+      " and r.field = d.field and r.target = d.target returning 1)"
+      " select l.type, l.field, l.target, (select count(*) from gone) from (select 1) one"
+      " left join (select * from c order by type desc, field desc, target desc limit 1) l on true",
+      3, &report->zero_counts));
+  return Status::Ok();
 }
 
 Status PostgresStore::CancelRunningStatement() {

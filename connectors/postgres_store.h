@@ -21,6 +21,7 @@
 #define DENORMD_CONNECTORS_POSTGRES_STORE_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,15 @@ struct StoreSummary {
   std::vector<std::pair<std::string, uint64_t>> entities;   // type -> live count
   uint64_t dead_letters = 0;
   uint64_t tombstones = 0;
+};
+
+// What one prune removed.
+struct PruneReport {
+  uint64_t tombstones = 0;    // entities rows of deletes older than the horizon
+  uint64_t dead_letters = 0;  // by age and beyond the count cap
+  uint64_t lock_rows = 0;     // locks rows no batch held
+  uint64_t zero_counts = 0;   // ref_counts rows at 0
+  uint64_t total() const { return tombstones + dead_letters + lock_rows + zero_counts; }
 };
 
 class PostgresStore : public Store {
@@ -67,6 +77,19 @@ class PostgresStore : public Store {
   // back. Thread-safe: meant for another thread (a stop request); it opens a
   // short connection of its own and asks the server to cancel.
   Status CancelRunningStatement();
+
+  // Removes the state `retention` says is no longer needed (see
+  // RetentionConfig): tombstones past the horizon, old dead letters and those
+  // beyond the cap, lock rows no transaction holds, counters at zero. Works in
+  // chunks of `chunk_rows`, each its own short transaction that skips rows a
+  // batch has locked, so it is safe beside running instances (a lock row or
+  // counter removed is recreated by the next batch that needs it; a tombstone
+  // updated meanwhile is not removed). `progress` (may be empty) is told the
+  // totals after every chunk; `stop` (may be empty) is asked before every
+  // chunk and ends the prune early, with what was removed so far kept.
+  Status Prune(const RetentionConfig& retention, size_t chunk_rows, PruneReport* report,
+               const std::function<void(const PruneReport&)>& progress,
+               const std::function<bool()>& stop);
 
   // Runs one SQL statement outside the engine (tests, tools). Returns rows as
   // text, tab-separated.

@@ -42,6 +42,9 @@ Commands:
   status                   stream positions, Kafka lag, documents per collection,
                            dead letters
   check                    validate the config; list every error with its place
+  prune                    remove what retention (in the config) no longer keeps:
+                           tombstones past the horizon, old dead letters, unused lock
+                           rows and zero counters; safe while instances run
   publish FILE...          send JSON Lines event logs to the first source.kafka topic
                            (or --topic), keyed type:id; for loading and demos
   test FILE...             apply JSON Lines event logs in memory (no PostgreSQL, no
@@ -410,6 +413,39 @@ int StatusCommand(const Arguments& args) {
   return kExitOk;
 }
 
+int PruneCommand(const Arguments& args) {
+  std::unique_ptr<Engine> engine;
+  if (int code = OpenEngine(args, &engine, /*allow_stale_index=*/true)) return code;
+  const RetentionConfig& retention = engine->config.retention;
+  const bool progress = !args.quiet && isatty(STDERR_FILENO);
+  auto start = std::chrono::steady_clock::now();
+  PruneReport report;
+  Status status = engine->store.Prune(
+      retention, 10000, &report,
+      [progress](const PruneReport& so_far) {
+        if (progress) std::fprintf(stderr, "\r%s rows removed   ", FormatCount(so_far.total()).c_str());
+      },
+      nullptr);
+  if (progress) std::fprintf(stderr, "\n");
+  if (!status.ok()) {
+    std::cerr << "denormd prune: " << status.message() << " (" << FormatCount(report.total())
+              << " rows removed before it)\n";
+    return kExitFailure;
+  }
+  std::cout << "prune: " << FormatCount(report.tombstones) << " tombstones";
+  if (retention.tombstone_hours == 0) {
+    std::cout << " (kept: retention.tombstone_hours is 0)";
+  } else {
+    std::cout << " older than " << retention.tombstone_hours << " h";
+  }
+  std::cout << ", " << FormatCount(report.dead_letters) << " dead letters, "
+            << FormatCount(report.lock_rows) << " lock rows, " << FormatCount(report.zero_counts)
+            << " zero counters removed (" << std::fixed;
+  std::cout.precision(2);
+  std::cout << SecondsSince(start) << " s)\n";
+  return kExitOk;
+}
+
 int Publish(const Arguments& args) {
   std::optional<Config> config = LoadConfigOrReport(args.config_path);
   if (!config) return kExitUsage;
@@ -500,10 +536,10 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (args.quiet) SetLogLevel(LogLevel::kWarn);
   const std::string& c = args.command;
   bool known = c == "run" || c == "replay" || c == "rebuild" || c == "verify" || c == "status" ||
-               c == "check" || c == "publish" || c == "test";
+               c == "check" || c == "publish" || c == "test" || c == "prune";
   if (!known) {
     std::cerr << "denormd: " << (c.empty() ? "no command given" : "unknown command \"" + c + "\"")
-              << " (expected run, replay, rebuild, verify, status, check, publish or test; see "
+              << " (expected run, replay, rebuild, verify, status, check, prune, publish or test; see "
                  "--help)\n";
     return kExitUsage;
   }
@@ -516,7 +552,7 @@ int RunCommandLine(const std::vector<std::string>& argv) {
     std::cerr << "denormd " << c << ": -c CONFIG is required (see --help)\n";
     return kExitUsage;
   }
-  if ((c == "run" || c == "status" || c == "check") && !args.rest.empty()) {
+  if ((c == "run" || c == "status" || c == "check" || c == "prune") && !args.rest.empty()) {
     std::cerr << "denormd " << c << ": unexpected argument \"" << args.rest[0] << "\"\n";
     return kExitUsage;
   }
@@ -526,6 +562,7 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (c == "verify") return RebuildOrVerify(args, /*verify=*/true);
   if (c == "status") return StatusCommand(args);
   if (c == "publish") return Publish(args);
+  if (c == "prune") return PruneCommand(args);
   if (c == "test") return Test(args);
   return Run(args);
 }

@@ -287,6 +287,26 @@ projections:
   EXPECT_EQ(p2.select.map[1].second.value_json, "[1,\"x\"]");
 }
 
+TEST(ConfigTest, RetentionHasDefaultsAndEveryKeyCanBeSet) {
+  const RetentionConfig defaults;
+  EXPECT_EQ(defaults.tombstone_hours, 168u);
+  EXPECT_EQ(defaults.dead_letter_days, 30u);
+  EXPECT_EQ(defaults.max_dead_letters, 100000u);
+  EXPECT_EQ(defaults.interval_s, 3600u);
+  const Config config = MustParse(std::string(kHead) + R"(  p: {from: book}
+retention: {tombstone_hours: 0, dead_letter_days: 2, max_dead_letters: 5, interval_s: 60}
+)");
+  EXPECT_EQ(config.retention.tombstone_hours, 0u);
+  EXPECT_EQ(config.retention.dead_letter_days, 2u);
+  EXPECT_EQ(config.retention.max_dead_letters, 5u);
+  EXPECT_EQ(config.retention.interval_s, 60u);
+  ExpectOnlyError(std::string(kHead) + "  p: {from: book}\nretention: {tombstone_hour: 1}\n",
+                  "unknown key \"tombstone_hour\" (did you mean \"tombstone_hours\"?)", 5,
+                  "retention.tombstone_hour");
+  ExpectOnlyError(std::string(kHead) + "  p: {from: book}\nretention: {interval_s: -1}\n",
+                  "must be an integer >= 0, found", 5, "retention.interval_s");
+}
+
 TEST(ConfigTest, Yaml11WordsStayStrings) {
   const Config config = MustParse(R"(store: {schema: lib}
 entities: [yes, no, on, off]
