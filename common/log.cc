@@ -1,5 +1,7 @@
 #include "common/log.h"
 
+#include "common/redact.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -106,7 +108,7 @@ std::string TextLine(const std::string& ts, LogLevel level, const char* event,
     line += ' ';
     line += field.key;
     line += '=';
-    AppendTextValue(&line, field.value);
+    AppendTextValue(&line, RedactSecrets(field.value));  // no secret reaches a log line
   }
   return line + '\n';
 }
@@ -126,7 +128,7 @@ std::string JsonLine(const std::string& ts, LogLevel level, const char* event,
     if (field.is_number) {
       line += field.value;
     } else {
-      AppendJsonString(&line, field.value);
+      AppendJsonString(&line, RedactSecrets(field.value));  // no secret reaches a log line
     }
   }
   return line + "}\n";

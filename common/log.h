@@ -5,6 +5,7 @@
 //   json, one object per line, the fields after ts, level and event in call order:
 //     {"ts":"2026-11-25T22:30:01.123Z","level":"info","event":"batch_committed","events":5000,"ms":84.000}
 //
+// Field values pass through RedactSecrets (common/redact.h) in both formats.
 // Thread-safe: the level and format may change while other threads log, and
 // each line is written with one write call, so lines never interleave.
 #ifndef DENORMD_COMMON_LOG_H_

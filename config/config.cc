@@ -28,7 +28,8 @@ using KeyList = std::vector<std::string>;
 const KeyList kTopKeys = {"source", "store", "batch", "log", "entities", "projections"};
 const KeyList kSourceKeys = {"kafka"};
 const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
-const KeyList kStoreKeys = {"postgres", "schema"};
+const KeyList kStoreKeys = {"postgres", "schema", "connect_timeout_s", "statement_timeout_ms",
+                            "lock_timeout_ms"};
 const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes"};
 const KeyList kLogKeys = {"level", "format"};
 const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
@@ -36,8 +37,16 @@ const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
                                  "size", "order_by", "field", "select", "layout"};
 const KeyList kEntityOnlyKeys = {"include", "exclude", "fields", "partition_key"};
 const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select", "layout"};
-// Tables denormd keeps next to the collections, in the same schema.
-const KeyList kReservedTables = {"entities", "refs", "positions", "dead_letters", "counters"};
+// Tables (and the index refs_by_entity, in the same namespace) denormd keeps
+// next to the collections, in the same schema: those
+// connectors/postgres_store.cc creates (tests/connectors/reserved_tables_test.cc
+// keeps the two in step), and the outbox of the change feed.
+const KeyList kReservedTables = {"entities", "refs",  "refs_by_entity", "ref_counts", "positions",
+                                 "locks",    "writers", "meta",         "dead_letters", "outbox"};
+// The longest suffix of the indexes made for a collection ("_by_number"):
+// PostgreSQL truncates names past 63 bytes, so a collection name is at most
+// 63 - 10 bytes.
+constexpr size_t kLongestIndexSuffix = 10;
 
 bool Contains(const KeyList& list, const std::string& s) {
   return std::find(list.begin(), list.end(), s) != list.end();
@@ -326,7 +335,8 @@ class ConfigParser {
   KeyList KindNames() const;
   KeyList ExpressionKeys() const;
   bool ReadSelection(const Item& item, Selection* out);
-  void CheckCollections(const Config& config, const std::vector<CollectionUse>& uses);
+  // Also marks the projections of shared collections.
+  void CheckCollections(Config& config, const std::vector<CollectionUse>& uses);
 
   friend class YamlExpressionReader;
 
@@ -495,6 +505,13 @@ bool ConfigParser::ReadSqlName(const Item& item, const std::string& what, const 
                     "not starting with a digit, at most 63 characters)");
     return false;
   }
+  if (check_reserved && name.size() + kLongestIndexSuffix > 63) {
+    Error(item, what + " " + Quote(name) + " is " + std::to_string(name.size()) +
+                    " characters long; a collection name is at most " +
+                    std::to_string(63 - kLongestIndexSuffix) +
+                    " (PostgreSQL would truncate the names of its indexes)");
+    return false;
+  }
   if (check_reserved && Contains(kReservedTables, name)) {
     Error(item, what + " " + Quote(name) + " clashes with a table denormd keeps itself (" +
                     JoinKeys(kReservedTables) + ")");
@@ -560,6 +577,15 @@ void ConfigParser::ReadStore(const Item& item, Config* config) {
   if (keys.count("postgres")) ReadString(keys.at("postgres"), &config->store.postgres);
   if (Require(item, keys, "schema") && ReadString(keys.at("schema"), &config->store.schema)) {
     ReadSqlName(keys.at("schema"), "schema", config->store.schema, false);
+  }
+  if (keys.count("connect_timeout_s")) {
+    ReadUint(keys.at("connect_timeout_s"), 1, &config->store.connect_timeout_s);
+  }
+  if (keys.count("statement_timeout_ms")) {
+    ReadUint(keys.at("statement_timeout_ms"), 0, &config->store.statement_timeout_ms);
+  }
+  if (keys.count("lock_timeout_ms")) {
+    ReadUint(keys.at("lock_timeout_ms"), 0, &config->store.lock_timeout_ms);
   }
 }
 
@@ -919,7 +945,7 @@ bool ConfigParser::ReadSelection(const Item& item, Selection* out) {
 
 // Projections sharing a collection must all have the same partition key, and
 // a buckets projection shares its collection with no other.
-void ConfigParser::CheckCollections(const Config& config, const std::vector<CollectionUse>& uses) {
+void ConfigParser::CheckCollections(Config& config, const std::vector<CollectionUse>& uses) {
   std::map<std::string, std::vector<size_t>> by_collection;
   for (size_t i = 0; i < config.projections.size(); ++i) {
     if (!config.projections[i].name.empty()) {
@@ -928,6 +954,7 @@ void ConfigParser::CheckCollections(const Config& config, const std::vector<Coll
   }
   for (const auto& [collection, members] : by_collection) {
     if (members.size() < 2) continue;
+    for (size_t i : members) config.projections[i].shared_collection = true;
     const auto others = [&](size_t self) {
       std::string names;
       for (size_t i : members) {
@@ -1164,6 +1191,10 @@ std::vector<std::string> ConfigChanges(const Config& before, const Config& after
   }
   compare("store.postgres", before.store.postgres, after.store.postgres);
   compare("store.schema", before.store.schema, after.store.schema);
+  compare("store.connect_timeout_s", before.store.connect_timeout_s, after.store.connect_timeout_s);
+  compare("store.statement_timeout_ms", before.store.statement_timeout_ms,
+          after.store.statement_timeout_ms);
+  compare("store.lock_timeout_ms", before.store.lock_timeout_ms, after.store.lock_timeout_ms);
   compare("batch.max_events", before.batch.max_events, after.batch.max_events);
   compare("batch.max_delay_ms", before.batch.max_delay_ms, after.batch.max_delay_ms);
   compare("batch.max_event_bytes", before.batch.max_event_bytes, after.batch.max_event_bytes);

@@ -127,6 +127,9 @@ struct ProjectionConfig {
   std::vector<std::string> exclude;  // top-level source fields to drop
   std::vector<std::pair<std::string, Expression>> fields;  // in file order
   std::string partition_key;  // document field copied into the pk column; "" = none
+  // Several projections write this collection (a mixed-type collection): its
+  // documents are keyed on (pk, id), as in the article's model, not on id.
+  bool shared_collection = false;
 
   // kBuckets: {"id": "<value>:<n>", "<by>": <value>, "seq": <n>, "<field>": [...]}
   enum class BucketLayout {
@@ -155,6 +158,13 @@ struct KafkaSourceConfig {
 struct StoreConfig {
   std::string postgres;  // libpq connection string or URL; DENORMD_POSTGRES overrides
   std::string schema;    // required, a valid SQL identifier
+  // A connection attempt gives up after this long (libpq connect_timeout;
+  // TCP keepalives are on too, so a server that vanishes is noticed).
+  uint64_t connect_timeout_s = 10;
+  // A statement (or a wait for a lock) is cancelled after this long; the
+  // batch then rolls back and is retried. 0 = no limit.
+  uint64_t statement_timeout_ms = 300000;
+  uint64_t lock_timeout_ms = 60000;
 };
 
 struct BatchConfig {

@@ -16,8 +16,48 @@ std::string PostgresConnectionString(const Config& config) {
   return config.store.postgres;
 }
 
+namespace {
+
+bool SharedCollection(const Config& config, const std::string& collection) {
+  for (const ProjectionConfig& projection : config.projections) {
+    if (projection.collection == collection && projection.shared_collection) return true;
+  }
+  return false;
+}
+
+bool IsUrl(const std::string& conninfo) {
+  return conninfo.rfind("postgresql://", 0) == 0 || conninfo.rfind("postgres://", 0) == 0;
+}
+
+// `conninfo` with denormd's connection defaults added where it does not set
+// them itself: connect_timeout, and TCP keepalives (a server that vanishes
+// without closing the connection is noticed within about a minute).
+std::string WithConnectionDefaults(const std::string& conninfo, const StoreConfig& store) {
+  const std::vector<std::pair<std::string, std::string>> defaults = {
+      {"connect_timeout", std::to_string(store.connect_timeout_s)},
+      {"keepalives", "1"},
+      {"keepalives_idle", "30"},
+      {"keepalives_interval", "10"},
+      {"keepalives_count", "3"},
+  };
+  std::string out = conninfo;
+  const bool url = IsUrl(conninfo);
+  for (const auto& setting : defaults) {
+    if (conninfo.find(setting.first + "=") != std::string::npos) continue;
+    if (url) {
+      out += (out.find('?') == std::string::npos ? "?" : "&") + setting.first + "=" + setting.second;
+    } else {
+      out += (out.empty() ? "" : " ") + setting.first + "=" + setting.second;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 struct PostgresStore::Connection {
-  explicit Connection(const std::string& options) : pq(options), state(pq) {
+  Connection(const std::string& options, const StoreConfig& store)
+      : pq(WithConnectionDefaults(options, store)), state(pq) {
     // Every statement of the engine is a keyed lookup or a range of one key,
     // for which an index nested loop is the right plan at any table size.
     // Tables that grow fast (a first load) have statistics minutes old, with
@@ -29,9 +69,14 @@ struct PostgresStore::Connection {
     // lz4 (PostgreSQL 14+, when built with it) compresses about twice as fast
     // as the default pglz: a bucket rewrite of 237 documents of 100 comments
     // took 31 ms instead of 70 ms. Values already stored keep their method.
+    //
+    // A hung statement or lock wait is cancelled after the configured
+    // timeouts (the batch rolls back and is retried).
     pqxx::nontransaction session(pq);
     session.exec("set enable_seqscan = off; set enable_hashjoin = off;"
                  " set enable_mergejoin = off;"
+                 " set statement_timeout = " + std::to_string(store.statement_timeout_ms) + ";"
+                 " set lock_timeout = " + std::to_string(store.lock_timeout_ms) + ";"
                  " select set_config('default_toast_compression', 'lz4', false) from pg_settings"
                  " where name = 'default_toast_compression' and 'lz4' = any(enumvals)");
   }
@@ -47,8 +92,10 @@ PostgresStore::~PostgresStore() = default;
 Status PostgresStore::Connect() {
   if (connection_ && connection_->pq.is_open()) return Status::Ok();
   connection_.reset();
+  backend_pid_.store(0);
   return Guard("connecting to PostgreSQL", [&] {
-    connection_ = std::make_unique<Connection>(connection_string_);
+    connection_ = std::make_unique<Connection>(connection_string_, config_.store);
+    backend_pid_.store(connection_->pq.backendpid());
   });
 }
 
@@ -110,6 +157,9 @@ Status PostgresStore::CreateTables() {
       for (const char* index : {"_by_pk", "_by_lo", "_by_seq", "_by_number"}) {
         relations.push_back(s + work.quote_name(collection + index));
       }
+      if (SharedCollection(config_, collection)) {
+        relations.push_back(s + work.quote_name(collection + "_key"));
+      }
     }
     complete = work.exec_params1("select count(*) from unnest($1::text[]) r"
                                  " where to_regclass(r) is null",
@@ -156,9 +206,17 @@ Status PostgresStore::CreateTables() {
       // Bucket documents also keep where they sit in their group: seq (what
       // readers page by), number (of the id), the first member's key (lo)
       // and the member count; other documents leave these null.
-      work.exec("create table if not exists " + table +
-                " (id text collate \"C\" primary key, doc jsonb not null, pk text collate \"C\","
-                " projection text not null)");
+      // A collection several projections write is keyed on (pk, id), as in
+      // the article's model (an id is unique within its partition); any
+      // other on id.
+      const bool shared = SharedCollection(config_, collection);
+      work.exec("create table if not exists " + table + " (id text collate \"C\" " +
+                (shared ? "not null" : "primary key") +
+                ", doc jsonb not null, pk text collate \"C\", projection text not null)");
+      if (shared) {
+        work.exec("create unique index if not exists " + work.quote_name(collection + "_key") +
+                  " on " + table + " ((coalesce(pk, '')), id)");
+      }
       work.exec("alter table " + table +
                 " add column if not exists seq bigint, add column if not exists number bigint,"
                 " add column if not exists lo_sort bytea,"
@@ -188,7 +246,7 @@ Status PostgresStore::ProvisionLockRows(const std::string& key_array) {
   if (!provisioner_ || !provisioner_->pq.is_open()) {
     provisioner_.reset();
     DENORMD_RETURN_IF_ERROR(Guard("connecting to PostgreSQL (lock rows)", [&] {
-      provisioner_ = std::make_unique<Connection>(connection_string_);
+      provisioner_ = std::make_unique<Connection>(connection_string_, config_.store);
     }));
   }
   return Guard("creating lock rows", [&] {
@@ -225,6 +283,16 @@ Status PostgresStore::Summarize(StoreSummary* out) {
       out->tombstones += row[2].as<uint64_t>();
     }
     out->dead_letters = work.exec1("select count(*) from " + s + ".dead_letters")[0].as<uint64_t>();
+  });
+}
+
+Status PostgresStore::CancelRunningStatement() {
+  const int pid = backend_pid_.load();
+  if (pid == 0) return Status::Ok();
+  return Guard("cancelling the running statement", [&] {
+    pqxx::connection canceller(WithConnectionDefaults(connection_string_, config_.store));
+    pqxx::nontransaction work(canceller);
+    work.exec_params("select pg_cancel_backend($1)", pid);
   });
 }
 

@@ -20,6 +20,7 @@
 #ifndef DENORMD_CONNECTORS_POSTGRES_STORE_H_
 #define DENORMD_CONNECTORS_POSTGRES_STORE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,12 @@ class PostgresStore : public Store {
 
   Status Summarize(StoreSummary* out);
 
+  // Cancels the statement the store's connection is running, if any (a batch
+  // stuck behind a lock or a hung server): the batch then fails and rolls
+  // back. Thread-safe: meant for another thread (a stop request); it opens a
+  // short connection of its own and asks the server to cancel.
+  Status CancelRunningStatement();
+
   // Runs one SQL statement outside the engine (tests, tools). Returns rows as
   // text, tab-separated.
   Status Execute(const std::string& sql, std::vector<std::string>* rows = nullptr);
@@ -77,6 +84,7 @@ class PostgresStore : public Store {
   struct Connection;  // wraps pqxx::connection, kept out of this header
   std::unique_ptr<Connection> connection_;
   std::unique_ptr<Connection> provisioner_;  // autocommit, for lock rows
+  std::atomic<int> backend_pid_{0};           // of connection_, for cancelling
 };
 
 }  // namespace denormd

@@ -385,14 +385,33 @@ class PostgresTransaction : public StoreTransaction,
       w.EndObject();
     }
     w.EndArray();
-    return Guard("writing documents of " + projection.name, [&] {
-      pqxx::result result = Run(
-          "insert into " + Table(projection) +
+    // A shared collection is keyed on (pk, id): a document whose key another
+    // projection's document holds is refused as data, naming both (the
+    // batch loop then finds the event responsible).
+    const bool shared = projection.shared_collection;
+    const std::string key = shared ? "((coalesce(pk, '')), id)" : "(id)";
+    const std::string values =
+        "x as (select * from jsonb_to_recordset($1::jsonb) as x(id text, doc jsonb, pk text,"
+        " seq bigint, number bigint, lo_sort text, lo_id text, members integer))";
+    // A document whose partition key changed moves: its row under the old
+    // key goes (`moved`; that key differs from every key inserted).
+    const std::string clash =
+        shared ? ", clash as (select c.id, c.pk, c.projection from " + Table(projection) +
+                     " c join x on coalesce(c.pk, '') = coalesce(x.pk, '') and c.id = x.id"
+                     " where c.projection <> $2),"
+                     " moved as (delete from " + Table(projection) + " c using x"
+                     " where c.projection = $2 and c.id = x.id"
+                     " and coalesce(c.pk, '') <> coalesce(x.pk, '')"
+                     " and not exists (select 1 from clash) returning 1)"
+               : "";
+    pqxx::result result;
+    DENORMD_RETURN_IF_ERROR(Guard("writing documents of " + projection.name, [&] {
+      result = Run(
+          "with " + values + clash + ", w as (insert into " + Table(projection) +
               " as c (id, doc, pk, projection, seq, number, lo_sort, lo_id, members)"
               " select x.id, x.doc, x.pk, $2, x.seq, x.number, decode(x.lo_sort, 'hex'), x.lo_id,"
-              " x.members from jsonb_to_recordset($1::jsonb) as x(id text, doc jsonb, pk text,"
-              " seq bigint, number bigint, lo_sort text, lo_id text, members integer)"
-              " on conflict (id) do update set doc = excluded.doc, pk = excluded.pk,"
+              " x.members from x" + (shared ? " where not exists (select 1 from clash)" : "") +
+              " on conflict " + key + " do update set doc = excluded.doc, pk = excluded.pk,"
               " projection = excluded.projection, seq = excluded.seq, number = excluded.number,"
               " lo_sort = excluded.lo_sort, lo_id = excluded.lo_id, members = excluded.members"
               " where c.doc is distinct from excluded.doc or c.pk is distinct from excluded.pk"
@@ -400,10 +419,21 @@ class PostgresTransaction : public StoreTransaction,
               " or c.seq is distinct from excluded.seq or c.number is distinct from excluded.number"
               " or c.lo_sort is distinct from excluded.lo_sort"
               " or c.lo_id is distinct from excluded.lo_id"
-              " or c.members is distinct from excluded.members",
+              " or c.members is distinct from excluded.members returning 1)"
+              " select (select count(*) from w)" + (shared ? " + (select count(*) from moved)" : "") +
+              (shared ? ", (select id || ' (partition ' || coalesce(pk, 'none') || ') of projection '"
+                        " || projection from clash limit 1)"
+                      : ""),
           Text(buffer), projection.name);
-      *written += result.affected_rows();
-    });
+    }));
+    if (shared && !result[0][1].is_null()) {
+      return Status::InvalidInput("collection " + projection.collection + ": a document of " +
+                                  projection.name + " has the key of document " +
+                                  result[0][1].c_str() + " (documents of a shared collection "
+                                  "need unique (partition key, id) pairs)");
+    }
+    *written += result[0][0].as<uint64_t>();
+    return Status::Ok();
   }
 
   Status Delete(const ProjectionConfig& projection, const std::vector<std::string>& ids,
@@ -663,11 +693,18 @@ class PostgresTransaction : public StoreTransaction,
   Status LockRows(const std::vector<int64_t>& ids, const std::string& nowait,
                   std::vector<int64_t>* locked) {
     pqxx::result rows;
-    DENORMD_RETURN_IF_ERROR(Guard("locking " + std::to_string(ids.size()) + " keys", [&] {
+    const std::string what = "locking " + std::to_string(ids.size()) + " keys";
+    try {
       rows = Run("select key from " + schema_ +
                      ".locks where key = any($1::bigint[]) order by key for update" + nowait,
                  PgBigintArray(ids));
-    }));
+    } catch (const pqxx::sql_error& e) {
+      // Without waiting, a held lock is Busy: roll back and try again.
+      if (!nowait.empty() && e.sqlstate() == "55P03") return Status::Busy(what + ": a key is held");
+      return FromPostgresException(e, what);
+    } catch (const std::exception& e) {
+      return FromPostgresException(e, what);
+    }
     for (const auto& row : rows) locked->push_back(row[0].as<int64_t>());
     return Status::Ok();
   }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/process.h"
+#include "common/redact.h"
 #include "config/config.h"
 #include "connectors/kafka_publisher.h"
 #include "connectors/kafka_source.h"
@@ -18,6 +20,7 @@
 #include "daemon/reload.h"
 #include "daemon/replay.h"
 #include "daemon/run.h"
+#include "daemon/test_command.h"
 #include "projections/derivations/registry.h"
 #include "projections/maintenance.h"
 
@@ -42,6 +45,9 @@ Commands:
   check                    validate the config; list every error with its place
   publish FILE...          send JSON Lines event logs to the first source.kafka topic
                            (or --topic), keyed type:id; for loading and demos
+  test FILE...             apply JSON Lines event logs in memory (no PostgreSQL, no
+                           Kafka: nothing connects) and check the documents they make;
+                           dead letters are listed with line and reason
 
 Options:
   -c, --config FILE        the YAML configuration (required; see docs/configuration.md)
@@ -52,9 +58,16 @@ Options:
                            (0 = off, the default)
   --metrics-address ADDR   run: address to listen on (default 127.0.0.1)
   --topic TOPIC            publish: the topic (default: the first of source.kafka.topics)
+  --expect FILE            test: compare with FILE ({"collections": {NAME: {ID: DOC}},
+                           "dead": N, "stale": N}); list each difference; exit 1 if any
+  --update                 test: write the --expect FILE from the result instead
+  --dump                   test: print the result as such a JSON object on stdout
+  --batch N[,N...]         test: run the logs at each batch size (default
+                           batch.max_events); exit 1 if any two results differ
   -q, --quiet              no progress output, warnings and errors only
                            (overrides log.level)
-  -v, --verbose            debug log lines (overrides log.level)
+  -v, --verbose            debug log lines (overrides log.level); test: every
+                           difference (else the first 100)
   --log-format FORMAT      log lines on stderr as text (key=value, the default)
                            or json (one object per line); overrides
                            $DENORMD_LOG_FORMAT and log.format
@@ -72,12 +85,14 @@ Signals (run): SIGTERM, SIGINT finish the batch, commit and exit 0; SIGHUP reads
 the config again and applies batch.* and log.* between batches; any other change
 is refused with a config_reload_refused log line, the old config kept.
 
-Exit status: 0 success; 1 failure, or differences found by verify; 2 bad usage or config.
+Exit status: 0 success; 1 failure, or differences found by verify or test; 2 bad usage
+or config.
 
 Examples:
   denormd check -c library.yaml
   denormd replay -c library.yaml events.jsonl
   denormd verify -c library.yaml books authors
+  denormd test -c library.yaml events.jsonl --expect expected.json --batch 1,7,5000
   DENORMD_POSTGRES=postgresql://127.0.0.1:5432/denorm denormd run -c library.yaml --metrics-port 9464
 )";
 
@@ -89,6 +104,11 @@ struct Arguments {
   int metrics_port = 0;
   std::string metrics_address = "127.0.0.1";
   std::string topic;
+  // test
+  std::optional<std::string> expect;
+  bool update = false;
+  bool dump = false;
+  std::vector<size_t> batch_sizes;
   bool quiet = false;
   bool verbose = false;
   std::optional<LogFormat> log_format;  // --log-format, else $DENORMD_LOG_FORMAT
@@ -156,6 +176,26 @@ Status ParseArguments(const std::vector<std::string>& args, Arguments* out) {
         return Status::InvalidInput("--log-format needs text or json");
       }
       out->log_format = format;
+    } else if (is("--expect")) {
+      if (!value(&v) || v.empty()) return Status::InvalidInput("--expect needs a file");
+      out->expect = v;
+    } else if (arg == "--update") {
+      out->update = true;
+    } else if (arg == "--dump") {
+      out->dump = true;
+    } else if (is("--batch")) {
+      if (!value(&v)) return Status::InvalidInput("--batch needs batch sizes, e.g. 1,7,5000");
+      out->batch_sizes.clear();
+      for (size_t start = 0; start <= v.size();) {
+        size_t comma = std::min(v.find(',', start), v.size());
+        uint64_t n = 0;
+        if (!ParseNumber(v.substr(start, comma - start), &n) || n == 0) {
+          return Status::InvalidInput("--batch needs whole numbers >= 1 separated by commas, "
+                                      "e.g. 1,7,5000 (got \"" + v + "\")");
+        }
+        out->batch_sizes.push_back(n);
+        start = comma + 1;
+      }
     } else if (arg == "-q" || arg == "--quiet") {
       out->quiet = true;
     } else if (arg == "-v" || arg == "--verbose") {
@@ -257,7 +297,8 @@ int OpenEngine(const Arguments& args, std::unique_ptr<Engine>* out,
       std::cerr << "denormd " << args.command << ": " << status.message() << "\n";
       return kExitUsage;
     }
-    std::cerr << "denormd: cannot open the store (" << (connection.empty() ? "libpq defaults" : connection)
+    std::cerr << "denormd: cannot open the store ("
+              << (connection.empty() ? "libpq defaults" : RedactSecrets(connection))
               << "): " << status.message() << "\n";
     return kExitFailure;
   }
@@ -443,6 +484,38 @@ int Publish(const Arguments& args) {
   return kExitOk;
 }
 
+int Test(const Arguments& args) {
+  if (args.rest.empty()) {
+    std::cerr << "denormd test: name at least one event log (or - for stdin)\n";
+    return kExitUsage;
+  }
+  if (args.update && !args.expect) {
+    std::cerr << "denormd test: --update writes the --expect FILE; name it\n";
+    return kExitUsage;
+  }
+  if (args.batch_size && !args.batch_sizes.empty()) {
+    std::cerr << "denormd test: give --batch or --batch-size, not both\n";
+    return kExitUsage;
+  }
+  TestCommandOptions options;
+  options.logs = args.rest;
+  options.expect = args.expect;
+  options.update = args.update;
+  options.dump = args.dump;
+  options.batch_sizes = args.batch_sizes;
+  if (args.batch_size) options.batch_sizes = {*args.batch_size};
+  options.list_all = args.verbose;
+  const bool stdin_log = std::find(options.logs.begin(), options.logs.end(), "-") != options.logs.end();
+  if (stdin_log && options.batch_sizes.size() > 1) {
+    std::cerr << "denormd test: stdin can be read once: give the log as a file to run it at "
+                 "several batch sizes\n";
+    return kExitUsage;
+  }
+  std::optional<Config> config = LoadConfigOrReport(args);
+  if (!config) return kExitUsage;
+  return RunTestCommand(*config, options, std::cout, std::cerr);
+}
+
 int Run(const Arguments& args) {
   std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
@@ -484,10 +557,16 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (args.log_format) SetLogFormat(*args.log_format);
   const std::string& c = args.command;
   bool known = c == "run" || c == "replay" || c == "rebuild" || c == "verify" || c == "status" ||
-               c == "check" || c == "publish";
+               c == "check" || c == "publish" || c == "test";
   if (!known) {
     std::cerr << "denormd: " << (c.empty() ? "no command given" : "unknown command \"" + c + "\"")
-              << " (expected run, replay, rebuild, verify, status, check or publish; see --help)\n";
+              << " (expected run, replay, rebuild, verify, status, check, publish or test; see "
+                 "--help)\n";
+    return kExitUsage;
+  }
+  if (c != "test" && (args.expect || args.update || args.dump || !args.batch_sizes.empty())) {
+    std::cerr << "denormd " << c << ": --expect, --update, --dump and --batch are options of "
+                 "`denormd test`\n";
     return kExitUsage;
   }
   if (args.config_path.empty()) {
@@ -504,6 +583,7 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (c == "verify") return RebuildOrVerify(args, /*verify=*/true);
   if (c == "status") return StatusCommand(args);
   if (c == "publish") return Publish(args);
+  if (c == "test") return Test(args);
   return Run(args);
 }
 

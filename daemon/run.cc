@@ -52,7 +52,8 @@ void InstallSignalHandlers() {
 }
 
 // How much longer than its pause one attempt to open the store may take
-// (libpq's connect timeout, a slow server) before systemd gives up the start.
+// (a connection attempt, store.connect_timeout_s, 10 s by default, then the
+// schema statements) before systemd gives up the start.
 constexpr int kStartAttemptMarginMs = 60000;
 
 // `text` on one line, for a STATUS= value (libpq messages span lines).

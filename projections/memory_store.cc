@@ -131,16 +131,30 @@ class MemoryTransaction : public StoreTransaction,
                 uint64_t* written) override {
     auto& docs = state_.collections[projection.collection];
     for (const DocumentRow& row : rows) {
-      MemoryState::Document doc{projection.name, row.pk, row.json, row.bucket};
-      Remember(&docs, row.id);
-      Remember(&state_.document_writes, projection.collection);
-      auto it = docs.find(row.id);
-      if (it != docs.end() && it->second.projection == doc.projection &&
-          it->second.pk == doc.pk && SameMeta(it->second.bucket, doc.bucket) &&
+      MemoryState::Document doc{projection.name, row.pk, row.json, row.bucket, row.id};
+      const std::string key = DocumentKey(projection, row.id, row.pk);
+      auto it = docs.find(key);
+      if (it != docs.end() && it->second.projection != doc.projection) {
+        return Status::InvalidInput("collection " + projection.collection + ": a document of " +
+                                    projection.name + " has the key of document " + row.id +
+                                    " (partition " + row.pk.value_or("none") + ") of projection " +
+                                    it->second.projection +
+                                    " (documents of a shared collection need unique (partition "
+                                    "key, id) pairs)");
+      }
+      if (it != docs.end() && it->second.pk == doc.pk && SameMeta(it->second.bucket, doc.bucket) &&
           SameJson(it->second.json, doc.json)) {
         continue;
       }
-      docs[row.id] = doc;
+      // An entity document whose partition key changed moves to its new key.
+      auto old = Find(projection, row.id);
+      if (old != docs.end() && old->first != key) {
+        Remember(&docs, old->first);
+        docs.erase(old);
+      }
+      Remember(&docs, key);
+      Remember(&state_.document_writes, projection.collection);
+      docs[key] = doc;
       ++*written;
       ++state_.document_writes[projection.collection];
     }
@@ -221,10 +235,10 @@ class MemoryTransaction : public StoreTransaction,
                 uint64_t* deleted) override {
     auto& docs = state_.collections[projection.collection];
     for (const std::string& id : ids) {
-      Remember(&docs, id);
-      Remember(&state_.document_writes, projection.collection);
-      auto it = docs.find(id);
-      if (it != docs.end() && it->second.projection == projection.name) {
+      auto it = Find(projection, id);
+      if (it != docs.end()) {
+        Remember(&docs, it->first);
+        Remember(&state_.document_writes, projection.collection);
         docs.erase(it);
         ++*deleted;
         ++state_.document_writes[projection.collection];
@@ -257,10 +271,8 @@ class MemoryTransaction : public StoreTransaction,
               std::vector<DocumentRow>* out) override {
     auto& docs = state_.collections[projection.collection];
     for (const std::string& id : ids) {
-      auto it = docs.find(id);
-      if (it != docs.end() && it->second.projection == projection.name) {
-        out->push_back({id, it->second.pk, it->second.json, it->second.bucket});
-      }
+      auto it = Find(projection, id);
+      if (it != docs.end()) out->push_back({id, it->second.pk, it->second.json, it->second.bucket});
     }
     return Status::Ok();
   }
@@ -271,7 +283,7 @@ class MemoryTransaction : public StoreTransaction,
     for (const auto& entry : state_.collections[projection.collection]) {
       const MemoryState::Document& doc = entry.second;
       if (doc.projection == projection.name && doc.pk && wanted.count(*doc.pk)) {
-        out->push_back({entry.first, doc.pk, doc.json, doc.bucket});
+        out->push_back({doc.id, doc.pk, doc.json, doc.bucket});
       }
     }
     return Status::Ok();
@@ -283,7 +295,7 @@ class MemoryTransaction : public StoreTransaction,
     for (const auto& entry : state_.collections[projection.collection]) {
       if (entry.second.projection != projection.name) continue;
       const std::string* key = by_pk ? (entry.second.pk ? &*entry.second.pk : nullptr)
-                                     : &entry.first;
+                                     : &entry.second.id;
       if (key != nullptr && *key > after) keys.insert(*key);
     }
     for (const std::string& key : keys) {
@@ -332,6 +344,25 @@ class MemoryTransaction : public StoreTransaction,
   }
 
  private:
+  static std::string DocumentKey(const ProjectionConfig& projection, const std::string& id,
+                                 const std::optional<std::string>& pk) {
+    return projection.shared_collection ? pk.value_or("") + '\x1f' + id : id;
+  }
+
+  // The document `id` of `projection`, or end().
+  std::map<std::string, MemoryState::Document>::iterator Find(const ProjectionConfig& projection,
+                                                            const std::string& id) {
+    auto& docs = state_.collections[projection.collection];
+    if (!projection.shared_collection) {
+      auto it = docs.find(id);
+      return it != docs.end() && it->second.projection == projection.name ? it : docs.end();
+    }
+    for (auto it = docs.begin(); it != docs.end(); ++it) {
+      if (it->second.id == id && it->second.projection == projection.name) return it;
+    }
+    return docs.end();
+  }
+
   static bool SameMeta(const std::optional<BucketMeta>& a, const std::optional<BucketMeta>& b) {
     if (!a || !b) return !a && !b;
     return a->number == b->number && a->seq == b->seq && a->lo == b->lo &&

@@ -53,6 +53,15 @@ TEST(Log, JsonEscapesEverythingThatWouldBreakTheLine) {
             error);
 }
 
+TEST(Log, SecretsAreRedactedInBothFormats) {
+  for (LogFormat format : {LogFormat::kText, LogFormat::kJson}) {
+    const std::string line = FormatLogLine(format, "T", LogLevel::kWarn, "store_unavailable",
+                                           {{"url", "postgresql://ann:hunter2@db:5432/x"}});
+    EXPECT_EQ(std::string::npos, line.find("hunter2")) << line;
+    EXPECT_NE(std::string::npos, line.find("ann:***@db")) << line;
+  }
+}
+
 TEST(Log, NonFiniteNumbersAreStringsInJson) {
   const std::string line = FormatLogLine(LogFormat::kJson, "T", LogLevel::kInfo, "x",
                                          {{"rate", std::nan("")}, {"inf", HUGE_VAL}});

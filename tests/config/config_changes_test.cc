@@ -92,6 +92,8 @@ TEST(ConfigChanges, NamesSourceStoreEntitiesAndEachProjection) {
   EXPECT_EQ(Names{"source.kafka.brokers"}, Changes(Edited("k:9092", "k2:9092")));
   EXPECT_EQ(Names{"source.kafka.group"}, Changes(Edited("group: g", "group: g2")));
   EXPECT_EQ(Names{"store.schema"}, Changes(Edited("schema: lib", "schema: lib2")));
+  EXPECT_EQ(Names{"store.lock_timeout_ms"},
+            Changes(Edited("schema: lib", "schema: lib, lock_timeout_ms: 5000")));
   EXPECT_EQ(Names{"entities"}, Changes(Edited("[author, book]", "[author, book, post]")));
   EXPECT_EQ(Names{"projections.books"},
             Changes(Edited("select: [id, name]", "select: [id, name, born]")));

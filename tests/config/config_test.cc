@@ -604,7 +604,7 @@ TEST(ConfigErrorTest, CollectionAndSchemaMustBeSqlIdentifiers) {
   ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    collection: " +
                       std::string(64, 'a') + "\n",
                   bad_identifier, 6, "projections.p.collection");
-  MustParse(std::string(kHead) + "  p:\n    from: book\n    collection: " + std::string(63, 'a') +
+  MustParse(std::string(kHead) + "  p:\n    from: book\n    collection: " + std::string(53, 'a') +
             "\n");
   ExpectOnlyError(std::string(kHead) + "  Books:\n    from: book\n",
                   "collection (the projection's name) \"Books\" " + bad_identifier, 4,
@@ -614,12 +614,21 @@ TEST(ConfigErrorTest, CollectionAndSchemaMustBeSqlIdentifiers) {
 }
 
 TEST(ConfigErrorTest, CollectionMustNotClashWithInternalTables) {
-  for (const std::string name : {"entities", "refs", "positions", "dead_letters", "counters"}) {
+  for (const std::string name : {"entities", "refs", "refs_by_entity", "ref_counts", "positions",
+                                 "dead_letters", "locks", "writers", "meta", "outbox"}) {
     ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    collection: " + name + "\n",
                     "clashes with a table denormd keeps itself", 6, "projections.p.collection");
   }
   ExpectOnlyError(std::string(kHead) + "  refs:\n    from: book\n",
                   "clashes with a table denormd keeps itself", 4, "projections.refs");
+}
+
+TEST(ConfigErrorTest, CollectionNamesFitTheirIndexNames) {
+  const std::string longest(53, 'c');
+  MustParse(std::string(kHead) + "  p:\n    from: book\n    collection: " + longest + "\n");
+  ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    collection: " + longest + "x\n",
+                  "is 54 characters long; a collection name is at most 53", 6,
+                  "projections.p.collection");
 }
 
 TEST(ConfigErrorTest, SharedCollectionWithoutPartitionKeyIsReportedAtEachProjection) {
