@@ -197,7 +197,7 @@ class Daemon {
     BatchLoopHooks hooks;
     hooks.alive = [this] {
       notifier_->KeepAlive();
-      if (g_stop.load()) NoteStopping();
+      if (g_stop.load()) NoteStopping("stopping: finishing the batch in hand");
     };
     hooks.after_poll = [this] {
       UpdateLag();
@@ -323,11 +323,12 @@ class Daemon {
   }
 
   // STOPPING=1, once: as soon as the loop sees a stop request (it then
-  // finishes the batch in hand), or when shutting down for another reason.
-  void NoteStopping() {
+  // finishes the batch in hand), or when shutting down for another reason
+  // (keeping the STATUS= that said why).
+  void NoteStopping(const std::string& status = "") {
     if (stopping_noted_) return;
     stopping_noted_ = true;
-    notifier_->Notify("STOPPING=1\nSTATUS=stopping");
+    notifier_->Notify("STOPPING=1" + (status.empty() ? "" : "\nSTATUS=" + status));
   }
 
   int Shutdown(int code) {
