@@ -7,7 +7,8 @@ namespace denormd {
 namespace {
 
 bool ChangesLive(const std::string& setting) {
-  return setting.rfind("batch.", 0) == 0 || setting.rfind("log.", 0) == 0;
+  return setting.rfind("batch.", 0) == 0 || setting.rfind("retention.", 0) == 0 ||
+         setting.rfind("log.", 0) == 0;
 }
 
 }  // namespace

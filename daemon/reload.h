@@ -1,7 +1,8 @@
 // What a reload (SIGHUP to `denormd run`) may change in a running daemon.
 //
 // Live: batch.max_events, batch.max_delay_ms, batch.max_event_bytes,
-// log.level and log.format; they take effect from the next batch. Everything
+// retention.* (the next prune uses them), log.level and log.format; they
+// take effect from the next batch. Everything
 // else (source, store, entities, projections) is built into the running
 // engine, the consumer or the stored documents: it needs a restart, and a
 // changed projection also `denormd rebuild`. A reload is all or nothing: when

@@ -56,6 +56,9 @@ void InstallSignalHandlers() {
 // schema statements) before systemd gives up the start.
 constexpr int kStartAttemptMarginMs = 60000;
 
+// Rows one prune transaction removes at most (as `denormd prune`).
+constexpr size_t kPruneChunkRows = 10000;
+
 // `text` on one line, for a STATUS= value (libpq messages span lines).
 std::string OneLine(const std::string& text) {
   std::string out;
@@ -202,6 +205,7 @@ class Daemon {
     hooks.after_poll = [this] {
       UpdateLag();
       if (g_reload.exchange(false)) Reload();
+      PruneWhenDue();
     };
     hooks.on_commit = [this](const std::vector<RawRecord>& records, const BatchStats& stats,
                              double seconds, int attempts) {
@@ -256,6 +260,35 @@ class Daemon {
     }
   }
 
+  // Every retention.interval_s (counted from the start, then from the end of
+  // the last prune), between two batches: what `denormd prune` does, in
+  // chunks of kPruneChunkRows rows, each its own short transaction, stopping
+  // early on a stop request. A failure is logged and tried again at the next
+  // interval: pruning is housekeeping and never stops the run.
+  void PruneWhenDue() {
+    const uint64_t interval_s = running_.retention.interval_s;
+    if (interval_s == 0 || g_stop.load()) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_prune_ < std::chrono::seconds(interval_s)) return;
+    PruneReport report;
+    Status status = engine_.store.Prune(
+        running_.retention, kPruneChunkRows, &report,
+        [this](const PruneReport&) { notifier_->KeepAlive(); }, [] { return g_stop.load(); });
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count();
+    last_prune_ = std::chrono::steady_clock::now();
+    if (!status.ok()) {
+      Log(LogLevel::kWarn, "prune_failed",
+          {{"error", status.message()}, {"rows_removed", report.total()},
+           {"next_in_s", interval_s}});
+      return;
+    }
+    Log(report.total() > 0 ? LogLevel::kInfo : LogLevel::kDebug, "pruned",
+        {{"tombstones", report.tombstones}, {"dead_letters", report.dead_letters},
+         {"lock_rows", report.lock_rows}, {"zero_counts", report.zero_counts},
+         {"ms", seconds * 1000}});
+  }
+
   // SIGHUP, between two batches (the loop's thread): tells the service
   // manager, reads the file again and applies what may change live.
   void Reload() {
@@ -291,6 +324,7 @@ class Daemon {
              RefusedReloadRemedy(decision);
     }
     running_.batch = fresh->batch;
+    running_.retention = fresh->retention;
     running_.log = fresh->log;
     ApplyLogConfig(running_.log);
     loop_->SetOptions(LoopOptionsFor(running_.batch));
@@ -354,6 +388,8 @@ class Daemon {
   bool stopping_noted_ = false;
   std::chrono::steady_clock::time_point last_lag_update_;
   std::chrono::steady_clock::time_point window_start_;
+  // Counted from the start: the first prune is one interval in.
+  std::chrono::steady_clock::time_point last_prune_ = std::chrono::steady_clock::now();
   uint64_t total_events_ = 0;
   uint64_t window_events_ = 0;
 };
