@@ -33,7 +33,7 @@ const KeyList kSourceKeys = {"kafka"};
 const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
 const KeyList kStoreKeys = {"postgres", "schema", "connect_timeout_s", "statement_timeout_ms",
                             "lock_timeout_ms"};
-const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes"};
+const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes", "stuck_after_s"};
 const KeyList kRetentionKeys = {"tombstone_hours", "dead_letter_days", "max_dead_letters",
                                 "interval_s"};
 const KeyList kLogKeys = {"level", "format"};
@@ -641,6 +641,9 @@ void ConfigParser::ReadBatch(const Item& item, Config* config) {
   }
   if (keys.count("max_delay_ms")) {
     ReadUint(keys.at("max_delay_ms"), 0, &config->batch.max_delay_ms);
+  }
+  if (keys.count("stuck_after_s")) {
+    ReadUint(keys.at("stuck_after_s"), 1, &config->batch.stuck_after_s);
   }
 }
 
@@ -1255,6 +1258,7 @@ std::vector<std::string> ConfigChanges(const Config& before, const Config& after
   compare("batch.max_events", before.batch.max_events, after.batch.max_events);
   compare("batch.max_delay_ms", before.batch.max_delay_ms, after.batch.max_delay_ms);
   compare("batch.max_event_bytes", before.batch.max_event_bytes, after.batch.max_event_bytes);
+  compare("batch.stuck_after_s", before.batch.stuck_after_s, after.batch.stuck_after_s);
   compare("retention.tombstone_hours", before.retention.tombstone_hours,
           after.retention.tombstone_hours);
   compare("retention.dead_letter_days", before.retention.dead_letter_days,

@@ -176,6 +176,11 @@ struct BatchConfig {
   // line); larger ones become dead letters holding their first 64 KiB, and a
   // log line over it is never held in memory whole. >= 1024.
   uint64_t max_event_bytes = 1 << 20;
+  // `run`: a batch blocked this long inside the store or the source (a
+  // statement waiting on a lock, a hung server) makes /healthz answer 503
+  // "batch stuck"; a stop request cancels its statement after kStopGraceMs.
+  // >= 1.
+  uint64_t stuck_after_s = 60;
 };
 
 // What `denormd prune` (and `run`, every interval_s) removes: state the

@@ -56,6 +56,17 @@ void InstallSignalHandlers() {
 // schema statements) before systemd gives up the start.
 constexpr int kStartAttemptMarginMs = 60000;
 
+// How long a stop request waits for the batch in hand before the statement it
+// is blocked in is cancelled (the batch then rolls back; nothing of it is
+// committed, and the next start applies it again).
+constexpr int64_t kStopGraceMs = 5000;
+
+int64_t SteadyMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // Rows one prune transaction removes at most (as `denormd prune`).
 constexpr size_t kPruneChunkRows = 10000;
 
@@ -90,12 +101,15 @@ void SleepUnlessStopping(int ms, ServiceNotifier& notifier) {
 // `loader`, feeding the watchdog around every call: while the store is away
 // during a partition assignment, the Kafka source calls it again and again
 // (after pauses of at most 5 s) from inside a poll.
-PositionLoader KeepingAlive(PositionLoader loader, ServiceNotifier* notifier) {
-  return [loader = std::move(loader), notifier](const std::string& source,
-                                                std::map<int32_t, int64_t>* positions) {
+PositionLoader KeepingAlive(PositionLoader loader, ServiceNotifier* notifier,
+                            std::atomic<int64_t>* last_progress_ms) {
+  return [loader = std::move(loader), notifier, last_progress_ms](
+             const std::string& source, std::map<int32_t, int64_t>* positions) {
     notifier->KeepAlive();
+    last_progress_ms->store(SteadyMillis());
     Status status = loader(source, positions);
     notifier->KeepAlive();
+    last_progress_ms->store(SteadyMillis());
     return status;
   };
 }
@@ -107,6 +121,11 @@ BatchLoopOptions LoopOptionsFor(const BatchConfig& batch) {
   return options;
 }
 
+// What /healthz says while PostgreSQL cannot be reached. Deliberately
+// generic: the server's error text (host, port, user, database) goes to the
+// log only, never to an unauthenticated HTTP client.
+const char kStoreUnavailable[] = "store unavailable (the log says why)";
+
 // Health as /healthz reports it: the store answered the last time it was used.
 class Health {
  public:
@@ -115,14 +134,20 @@ class Health {
     ok_ = ok;
     why_ = std::move(why);
   }
+  // A stuck batch ("" = none) overrides the store's state while it lasts.
+  void SetStuck(std::string why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stuck_ = std::move(why);
+  }
   bool Get(std::string* why) const {
     std::lock_guard<std::mutex> lock(mu_);
-    *why = why_;
-    return ok_;
+    *why = stuck_.empty() ? why_ : stuck_;
+    return ok_ && stuck_.empty();
   }
 
  private:
   mutable std::mutex mu_;
+  std::string stuck_;
   bool ok_ = false;
   std::string why_ = "starting";
 };
@@ -134,7 +159,8 @@ class Daemon {
         notifier_(ServiceNotifierFromEnvironment()),
         engine_(std::move(config), options.postgres),
         running_(engine_.config),
-        source_(engine_.config, KeepingAlive(LoadPositionsFrom(engine_.store), notifier_.get()),
+        source_(engine_.config,
+                KeepingAlive(LoadPositionsFrom(engine_.store), notifier_.get(), &last_progress_ms_),
                 &g_stop),
         http_([this] { return metrics_.Render(); },
               [this](std::string* why) { return health_.Get(why); }) {}
@@ -177,7 +203,7 @@ class Daemon {
         metrics_.SetStoreHealthy(true);
         return Status::Ok();
       }
-      health_.Set(false, "store unavailable: " + status.message());
+      health_.Set(false, kStoreUnavailable);
       Log(LogLevel::kWarn, "store_unavailable", {{"attempt", attempt}, {"error", status.message()}});
       const int pause_ms = RetryBackoffMs(attempt);
       notifier_->Notify(
@@ -200,6 +226,7 @@ class Daemon {
     BatchLoopHooks hooks;
     hooks.alive = [this] {
       notifier_->KeepAlive();
+      last_progress_ms_.store(SteadyMillis());
       if (g_stop.load()) NoteStopping("stopping: finishing the batch in hand");
     };
     hooks.after_poll = [this] {
@@ -214,7 +241,7 @@ class Daemon {
     };
     hooks.on_retry = [this](const Status& error, int attempt) {
       metrics_.AddRetry();
-      health_.Set(false, "store unavailable: " + error.message());
+      health_.Set(false, kStoreUnavailable);
       metrics_.SetStoreHealthy(false);
       notifier_->Notify("STATUS=retrying a batch: attempt " + std::to_string(attempt) + ": " +
                         OneLine(error.message()));
@@ -223,7 +250,12 @@ class Daemon {
                    LoopOptionsFor(running_.batch), std::move(hooks), g_stop);
     loop_ = &loop;
     window_start_ = std::chrono::steady_clock::now();
+    last_progress_ms_.store(SteadyMillis());
+    std::atomic<bool> loop_done{false};
+    std::thread watcher([this, &loop_done] { WatchForStuckBatches(loop_done); });
     Status status = loop.Run();
+    loop_done.store(true);
+    watcher.join();
     loop_ = nullptr;
     if (status.ok()) return kExitOk;
     Log(LogLevel::kError, "batch_failed", {{"error", status.message()}});
@@ -257,6 +289,47 @@ class Daemon {
           {{"events", total_events_}, {"events_per_s", window_events_ / window}, {"lag", lag}});
       window_events_ = 0;
       window_start_ = std::chrono::steady_clock::now();
+    }
+  }
+
+  // On its own thread while the loop runs: the loop marks progress
+  // (last_progress_ms_) at every poll, commit and retry pause, so a loop
+  // blocked longer than batch.stuck_after_s is inside a statement (a lock
+  // another session holds, a hung server) or a Kafka call. /healthz then says
+  // so (503), and a stop request is not left waiting on it: after
+  // kStopGraceMs the statement is cancelled, the batch rolls back, and the
+  // loop sees the stop.
+  void WatchForStuckBatches(const std::atomic<bool>& loop_done) {
+    bool reported = false;
+    int64_t stop_seen_ms = 0;
+    int64_t last_cancel_ms = 0;
+    while (!loop_done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const int64_t now = SteadyMillis();
+      const int64_t blocked_ms = now - last_progress_ms_.load();
+      const int64_t stuck_after_ms = static_cast<int64_t>(stuck_after_s_.load()) * 1000;
+      if (blocked_ms >= stuck_after_ms) {
+        const std::string why = "batch stuck for " + std::to_string(blocked_ms / 1000) +
+                                " s (blocked in PostgreSQL or Kafka)";
+        health_.SetStuck(why);
+        if (!reported) {
+          Log(LogLevel::kWarn, "batch_stuck", {{"blocked_s", blocked_ms / 1000}});
+          reported = true;
+        }
+      } else if (reported) {
+        reported = false;
+        health_.SetStuck("");
+        Log(LogLevel::kInfo, "batch_unstuck", {});
+      }
+      if (!g_stop.load()) continue;
+      if (stop_seen_ms == 0) stop_seen_ms = now;
+      const int64_t waited_ms = now - std::max(stop_seen_ms, last_progress_ms_.load());
+      if (waited_ms >= kStopGraceMs && now - last_cancel_ms >= kStopGraceMs) {
+        last_cancel_ms = now;
+        Status status = engine_.store.CancelRunningStatement();
+        Log(LogLevel::kWarn, "stop_cancelled_statement",
+            {{"waited_ms", waited_ms}, {"ok", status.ok()}, {"error", status.message()}});
+      }
     }
   }
 
@@ -324,6 +397,7 @@ class Daemon {
              RefusedReloadRemedy(decision);
     }
     running_.batch = fresh->batch;
+    stuck_after_s_.store(running_.batch.stuck_after_s);
     running_.retention = fresh->retention;
     running_.log = fresh->log;
     ApplyLogConfig(running_.log);
@@ -385,6 +459,9 @@ class Daemon {
   KafkaEventSource source_;
   MetricsHttpServer http_;
   BatchLoop* loop_ = nullptr;  // while Loop() runs
+  // Set by the loop's thread, read by WatchForStuckBatches.
+  std::atomic<int64_t> last_progress_ms_{0};
+  std::atomic<uint64_t> stuck_after_s_{running_.batch.stuck_after_s};
   bool stopping_noted_ = false;
   std::chrono::steady_clock::time_point last_lag_update_;
   std::chrono::steady_clock::time_point window_start_;

@@ -72,7 +72,8 @@ std::string Indented(const std::string& text, size_t by) {
   return out;
 }
 
-const char* const kTopKeys[] = {"source", "store", "batch", "log", "entities", "projections"};
+const char* const kTopKeys[] = {"source", "store", "batch", "retention", "log", "entities",
+                                "projections"};
 
 // A fragment inside a skeleton config (see the file comment).
 std::string CompleteFragment(const YAML::Node& yaml, const std::string& text) {

@@ -8,6 +8,7 @@
 #include <random>
 
 #include <gtest/gtest.h>
+#include <pqxx/pqxx>
 
 #include "tests/test_support.h"
 
@@ -305,6 +306,53 @@ TEST(KafkaDaemon, BrokerRestartWhileRunningLosesNothing) {
   ExpectExactRandomResult(s);
 }
 
+// A batch blocked behind a lock another session holds: /healthz says the
+// batch is stuck (503, no database detail), and SIGTERM ends the run within a
+// bounded time by cancelling the statement (exit 0, nothing half-applied);
+// the next run applies everything.
+TEST(KafkaDaemon, SigtermEndsABatchStuckBehindALock) {
+  KafkaTestSetup s =
+      SetUpTopic(1, testing::TestKafkaBootstrap(), "batch: {stuck_after_s: 1}\n");
+  const int metrics_port = 24000 + getpid() % 1000;
+  std::vector<std::string> args = RunArgs(s, "5000");
+  args.insert(args.end(), {"--metrics-port", std::to_string(metrics_port)});
+  {
+    DaemonProcess daemon(args, s.config.store.postgres);
+    daemon.Start();
+    // Started: the store's tables exist and /healthz answers ok.
+    ASSERT_TRUE(WaitUntil(
+        [&] { return testing::HttpGet(metrics_port, "/healthz").find(" 200 ") != std::string::npos; },
+        kPatience))
+        << daemon.Log();
+    pqxx::connection holder(testing::TestPostgresUrl());
+    pqxx::work lock(holder);
+    lock.exec("lock table " + s.schema + ".entities in access exclusive mode");
+    Publish(s, SourcePath("tests/data/article/events.jsonl"));
+    std::string health;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          health = testing::HttpGet(metrics_port, "/healthz");
+          return health.find("batch stuck") != std::string::npos;
+        },
+        kPatience))
+        << health << daemon.Log();
+    EXPECT_EQ(0u, health.find("HTTP/1.1 503")) << health;
+    EXPECT_EQ(std::string::npos, health.find("127.0.0.1")) << health;
+    // The default lock_timeout is 60 s: ending within 30 s needs the cancel.
+    EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
+    EXPECT_NE(std::string::npos, daemon.Log().find("stop_cancelled_statement")) << daemon.Log();
+    EXPECT_NE(std::string::npos, daemon.Log().find("batch_abandoned_for_stop")) << daemon.Log();
+    lock.abort();
+  }
+  EXPECT_EQ(0u, Processed(s.schema));  // nothing of the stuck batch committed
+  DaemonProcess again(RunArgs(s, "5000"), s.config.store.postgres);
+  again.Start();
+  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= 286; }, kPatience)) << again.Log();
+  EXPECT_EQ(0, again.Terminate(30)) << again.Log();
+  EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(s.config),
+                                         SourcePath("tests/data/article/expected.json")));
+}
+
 TEST(KafkaDaemon, PostgresOutagePausesWithRetriesThenResumes) {
   // A PostgreSQL of the test's own, so that stopping it disturbs no other test.
   int port = 23000 + getpid() % 1000;
@@ -361,6 +409,9 @@ TEST(KafkaDaemon, PostgresOutagePausesWithRetriesThenResumes) {
   std::string health = testing::HttpGet(port + 1000, "/healthz");
   EXPECT_EQ(0u, health.find("HTTP/1.1 503")) << health;
   EXPECT_NE(std::string::npos, health.find("store unavailable")) << health;
+  // ...but not the server's error text: no host, port or user to anyone.
+  EXPECT_EQ(std::string::npos, health.find("127.0.0.1")) << health;
+  EXPECT_EQ(std::string::npos, health.find(std::to_string(port))) << health;
   EXPECT_TRUE(daemon.Running()) << daemon.Log();
 
   ASSERT_EQ(0, testing::RunScript("postgres.sh", {"start"}, env, &output));
