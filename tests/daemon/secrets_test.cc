@@ -1,0 +1,138 @@
+// Secrets never reach an output: a PostgreSQL password (in a URL or a
+// key=value connection string) and librdkafka secrets (sasl.password and any
+// property whose name says it is a secret) are absent from every command's
+// stdout and stderr, from `run`'s log, and from /healthz and /metrics, on
+// every path that reports a connection problem.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+
+#include "tests/test_support.h"
+
+namespace denormd {
+namespace {
+
+using testing::CommandResult;
+using testing::DaemonProcess;
+using testing::ReadFile;
+using testing::SourcePath;
+using testing::WaitUntil;
+using testing::WriteTempFile;
+
+constexpr char kSecret[] = "Pw-5ecret-0x7a9";
+
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// denormd `args` with DENORMD_POSTGRES=`postgres` (and Kafka on port 1).
+CommandResult RunWith(const std::string& postgres, const std::vector<std::string>& args) {
+  const std::string out = WriteTempFile("stdout", ""), err = WriteTempFile("stderr", "");
+  std::string command = "DENORMD_POSTGRES=" + Quote(postgres) +
+                        " DENORMD_KAFKA_BROKERS=127.0.0.1:1 " + Quote(DENORMD_BINARY);
+  for (const std::string& arg : args) command += " " + Quote(arg);
+  command += " >" + Quote(out) + " 2>" + Quote(err) + " </dev/null";
+  const int status = std::system(command.c_str());
+  CommandResult result;
+  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = ReadFile(out);
+  result.err = ReadFile(err);
+  return result;
+}
+
+// The article config with Kafka properties holding the secret.
+std::string ConfigWithKafkaSecrets(const std::string& extra_property) {
+  std::string text = ReadFile(SourcePath("tests/data/article/config.yaml"));
+  const size_t begin = text.find("  kafka: {");
+  const size_t end = text.find('\n', begin);
+  text.replace(begin, end - begin + 1,
+               std::string("  kafka:\n    brokers: 127.0.0.1:1\n    topics: [t]\n    group: g\n"
+                           "    properties:\n      security.protocol: SASL_PLAINTEXT\n"
+                           "      sasl.mechanism: PLAIN\n      sasl.username: ann\n"
+                           "      sasl.password: ") +
+                   kSecret + "\n" + extra_property);
+  return WriteTempFile("secrets.yaml", text);
+}
+
+const std::vector<std::string> kConnectionStrings = {
+    std::string("postgresql://ann:") + kSecret + "@127.0.0.1:1/library",
+    std::string("host=127.0.0.1 port=1 user=ann dbname=library password=") + kSecret,
+    std::string("postgresql://ann:") + kSecret + "@127.0.0.1:notaport/library",
+    std::string("postgresql://ann:") + kSecret + "@127.0.0.1:1/library?sslmode=bogus",
+};
+
+TEST(Secrets, NoCommandPrintsThePostgresPassword) {
+  const std::string config = ConfigWithKafkaSecrets("");
+  const std::string log = SourcePath("tests/data/article/events.jsonl");
+  for (const std::string& postgres : kConnectionStrings) {
+    for (const std::vector<std::string>& args :
+         std::vector<std::vector<std::string>>{{"status", "-c", config},
+                                               {"verify", "-c", config},
+                                               {"rebuild", "-c", config},
+                                               {"prune", "-c", config},
+                                               {"replay", "-c", config, log},
+                                               {"check", "-c", config},
+                                               {"status", "-c", config, "--postgres", postgres}}) {
+      const CommandResult r = RunWith(postgres, args);
+      const std::string all = r.out + r.err;
+      EXPECT_EQ(std::string::npos, all.find(kSecret)) << args[0] << " with " << postgres << ":\n"
+                                                      << all;
+      if (args[0] != "check") {
+        EXPECT_NE(0, r.code) << args[0] << ":\n" << all;
+      }
+    }
+  }
+}
+
+TEST(Secrets, RunKeepsThemOutOfItsLogAndHttpAnswers) {
+  const std::string config = ConfigWithKafkaSecrets("");
+  for (const std::string& postgres : kConnectionStrings) {
+    const int port = 25000 + getpid() % 1000;
+    DaemonProcess daemon({"run", "-c", config, "--metrics-port", std::to_string(port)}, postgres);
+    daemon.Start();
+    std::string health, metrics;
+    // It waits for the store (or gives up on a connection string it cannot
+    // parse); either way it has said why by the time /healthz answers 503
+    // or it has exited.
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          if (!daemon.Running()) return true;
+          health = testing::HttpGet(port, "/healthz");
+          return health.find(" 503 ") != std::string::npos &&
+                 daemon.Log().find("store_unavailable") != std::string::npos;
+        },
+        60))
+        << daemon.Log();
+    metrics = testing::HttpGet(port, "/metrics");
+    if (daemon.Running()) {
+      EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
+    }
+    EXPECT_EQ(std::string::npos, daemon.Log().find(kSecret)) << postgres << ":\n" << daemon.Log();
+    EXPECT_EQ(std::string::npos, health.find(kSecret)) << health;
+    EXPECT_EQ(std::string::npos, health.find("127.0.0.1")) << health;
+    EXPECT_EQ(std::string::npos, metrics.find(kSecret)) << metrics;
+  }
+}
+
+TEST(Secrets, ARejectedSecretKafkaPropertyIsNamedNotShown) {
+  // librdkafka rejects an unknown property; its name says it is a secret.
+  const std::string config =
+      ConfigWithKafkaSecrets(std::string("      my.api.token: ") + kSecret + "\n");
+  for (const std::string command : {"run", "publish"}) {
+    std::vector<std::string> args = {command, "-c", config};
+    if (std::string(command) == "publish") args.push_back(SourcePath("tests/data/article/events.jsonl"));
+    const CommandResult r = RunWith(testing::TestPostgresUrl(), args);
+    const std::string all = r.out + r.err;
+    EXPECT_EQ(std::string::npos, all.find(kSecret)) << command << ":\n" << all;
+    EXPECT_NE(0, r.code) << command << ":\n" << all;
+    EXPECT_NE(std::string::npos, all.find("my.api.token")) << command << ":\n" << all;
+  }
+}
+
+}  // namespace
+}  // namespace denormd
