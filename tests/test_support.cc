@@ -296,11 +296,12 @@ std::string ShellQuote(const std::string& text) {
 
 }  // namespace
 
-CommandResult RunDenormdOffline(const std::vector<std::string>& args, const std::string& input) {
+CommandResult RunDenormdWith(const std::vector<std::pair<std::string, std::string>>& env,
+                             const std::vector<std::string>& args, const std::string& input) {
   const std::string out = WriteTempFile("stdout", ""), err = WriteTempFile("stderr", "");
-  std::string command =
-      "DENORMD_POSTGRES=postgresql://127.0.0.1:1/nowhere DENORMD_KAFKA_BROKERS=127.0.0.1:1 " +
-      ShellQuote(DENORMD_BINARY);
+  std::string command;
+  for (const auto& e : env) command += e.first + "=" + ShellQuote(e.second) + " ";
+  command += ShellQuote(DENORMD_BINARY);
   for (const std::string& arg : args) command += " " + ShellQuote(arg);
   command += " >" + ShellQuote(out) + " 2>" + ShellQuote(err);
   command += input.empty() ? " </dev/null" : " <" + ShellQuote(input);
@@ -310,6 +311,12 @@ CommandResult RunDenormdOffline(const std::vector<std::string>& args, const std:
   result.out = ReadFile(out);
   result.err = ReadFile(err);
   return result;
+}
+
+CommandResult RunDenormdOffline(const std::vector<std::string>& args, const std::string& input) {
+  return RunDenormdWith({{"DENORMD_POSTGRES", "postgresql://127.0.0.1:1/nowhere"},
+                         {"DENORMD_KAFKA_BROKERS", "127.0.0.1:1"}},
+                        args, input);
 }
 
 int RunScript(const std::string& script, const std::vector<std::string>& args,

@@ -144,6 +144,12 @@ struct CommandResult {
 CommandResult RunDenormdOffline(const std::vector<std::string>& args,
                                 const std::string& input = "");
 
+// Runs the denormd binary with `args` and the environment variables `env`
+// (NAME, VALUE) on top of the test's own. Its stdin is the file `input`, or
+// /dev/null when "".
+CommandResult RunDenormdWith(const std::vector<std::pair<std::string, std::string>>& env,
+                             const std::vector<std::string>& args, const std::string& input = "");
+
 // Writes `text` to a new file in a per-test temporary directory; returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& text);
 

@@ -3,7 +3,6 @@
 // property whose name says it is a secret) are absent from every command's
 // stdout and stderr, from `run`'s log, and from /healthz and /metrics, on
 // every path that reports a connection problem.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -24,25 +23,10 @@ using testing::WriteTempFile;
 
 constexpr char kSecret[] = "Pw-5ecret-0x7a9";
 
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // denormd `args` with DENORMD_POSTGRES=`postgres` (and Kafka on port 1).
 CommandResult RunWith(const std::string& postgres, const std::vector<std::string>& args) {
-  const std::string out = WriteTempFile("stdout", ""), err = WriteTempFile("stderr", "");
-  std::string command = "DENORMD_POSTGRES=" + Quote(postgres) +
-                        " DENORMD_KAFKA_BROKERS=127.0.0.1:1 " + Quote(DENORMD_BINARY);
-  for (const std::string& arg : args) command += " " + Quote(arg);
-  command += " >" + Quote(out) + " 2>" + Quote(err) + " </dev/null";
-  const int status = std::system(command.c_str());
-  CommandResult result;
-  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = ReadFile(out);
-  result.err = ReadFile(err);
-  return result;
+  return testing::RunDenormdWith(
+      {{"DENORMD_POSTGRES", postgres}, {"DENORMD_KAFKA_BROKERS", "127.0.0.1:1"}}, args);
 }
 
 // The article config with Kafka properties holding the secret.

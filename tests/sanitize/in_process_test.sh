@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The in-process tests (labels config, common, projections, fuzz, connectors:
+# the engine, the parsers, the fuzz targets and the PostgreSQL store, with the
+# suite's PostgreSQL) built and run with AddressSanitizer (leaks included) and
+# UndefinedBehaviorSanitizer; any report fails the test.
+#
+# Usage: in_process_test.sh SOURCE_DIR BUILD_DIR
+# Registered with ctest as sanitize.in_process (label `sanitize`, run alone);
+# by hand: cmake -S . -B build-asan -DDENORMD_SANITIZE=address,undefined, then
+# ctest --test-dir build-asan (README, "Sanitizers").
+set -euo pipefail
+SOURCE_DIR="$1"
+BUILD_DIR="$2"
+LABELS='^(config|common|projections|fuzz|connectors)$'
+
+echo "sanitize: configuring $BUILD_DIR (address,undefined, -O1)"
+cmake -S "$SOURCE_DIR" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DDENORMD_WERROR=ON \
+  -DDENORMD_SANITIZE=address,undefined >/dev/null
+start=$(date +%s)
+cmake --build "$BUILD_DIR" -j 2 >"$BUILD_DIR.build.log" 2>&1 || {
+  tail -50 "$BUILD_DIR.build.log"; exit 1; }
+echo "sanitize: built in $(( $(date +%s) - start )) s"
+
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+# The Kafka and daemon tests spawn processes and need the broker; they stay
+# in the regular build.
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2 -L "$LABELS"
