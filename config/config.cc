@@ -25,10 +25,13 @@ namespace {
 
 using KeyList = std::vector<std::string>;
 
-const KeyList kTopKeys = {"source", "store", "batch", "entities", "projections"};
+const KeyList kTopKeys = {"source", "store", "batch", "entities", "projections", "feed"};
 const KeyList kSourceKeys = {"kafka"};
 const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
 const KeyList kStoreKeys = {"postgres", "schema"};
+const KeyList kFeedKeys = {"brokers",      "topic",          "collections",       "transactional_id",
+                           "progress_topic", "max_messages", "max_message_bytes", "poll_ms",
+                           "properties"};
 const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes"};
 const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
                                  "exclude", "fields", "partition_key", "by",
@@ -36,7 +39,8 @@ const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
 const KeyList kEntityOnlyKeys = {"include", "exclude", "fields", "partition_key"};
 const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select", "layout"};
 // Tables denormd keeps next to the collections, in the same schema.
-const KeyList kReservedTables = {"entities", "refs", "positions", "dead_letters", "counters"};
+const KeyList kReservedTables = {"entities", "refs",   "positions",  "dead_letters",
+                                 "counters", "outbox", "feed_state"};
 
 bool Contains(const KeyList& list, const std::string& s) {
   return std::find(list.begin(), list.end(), s) != list.end();
@@ -79,6 +83,14 @@ std::string Suggestion(const std::string& word, const KeyList& candidates) {
     }
   }
   return best ? " (did you mean " + Quote(*best) + "?)" : "";
+}
+
+// A Kafka topic name: 1..249 of [a-zA-Z0-9._-], not "." or "..".
+bool IsKafkaTopicName(const std::string& s) {
+  if (s.empty() || s.size() > 249 || s == "." || s == "..") return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
 }
 
 // A lowercase SQL identifier that needs no quoting: [a-z_][a-z0-9_]*, <= 63.
@@ -309,6 +321,9 @@ class ConfigParser {
   void ReadSource(const Item& item, Config* config);
   void ReadStore(const Item& item, Config* config);
   void ReadBatch(const Item& item, Config* config);
+  void ReadFeed(const Item& item, Config* config);
+  bool ReadTopic(const Item& item, std::string* out);
+  void CheckFeed(Config* config);
   void ReadEntities(const Item& item, Config* config);
   void ReadProjections(const Item& item, Config* config);
   void ReadProjection(const Entry& entry, ProjectionConfig* out, CollectionUse* use);
@@ -332,6 +347,8 @@ class ConfigParser {
   std::vector<ConfigError>* errors_;
   std::set<std::string> entities_;
   bool entities_known_ = false;  // false: skip entity checks (entities is broken)
+  Item feed_item_;                                             // the feed section
+  std::vector<std::pair<ConfigPlace, std::string>> feed_places_;  // of feed.collections keys
 };
 
 bool ConfigParser::ExpectMap(const Item& item) {
@@ -521,6 +538,10 @@ void ConfigParser::Parse(const YAML::Node& root, Config* config) {
   if (Require(top, keys, "projections")) {
     ReadProjections(section("projections")->second, config);
   }
+  if (section("feed") != keys.end()) {
+    ReadFeed(section("feed")->second, config);
+    CheckFeed(config);
+  }
 }
 
 void ConfigParser::ReadSource(const Item& item, Config* config) {
@@ -569,6 +590,92 @@ void ConfigParser::ReadBatch(const Item& item, Config* config) {
   }
   if (keys.count("max_delay_ms")) {
     ReadUint(keys.at("max_delay_ms"), 0, &config->batch.max_delay_ms);
+  }
+}
+
+bool ConfigParser::ReadTopic(const Item& item, std::string* out) {
+  if (!ReadNonEmptyString(item, out)) return false;
+  if (IsKafkaTopicName(*out)) return true;
+  Error(item, "topic " + Quote(*out) +
+                  " is not a valid Kafka topic name (1 to 249 letters, digits, '.', '_', '-')");
+  return false;
+}
+
+void ConfigParser::ReadFeed(const Item& item, Config* config) {
+  if (!ExpectMap(item)) return;
+  const auto keys = ReadKeys(item, kFeedKeys);
+  FeedConfig feed;
+  if (keys.count("brokers")) ReadNonEmptyString(keys.at("brokers"), &feed.brokers);
+  if (keys.count("topic")) ReadTopic(keys.at("topic"), &feed.topic);
+  if (keys.count("collections") && ExpectMap(keys.at("collections"))) {
+    for (const Entry& entry : Entries(keys.at("collections"))) {
+      std::string topic;
+      if (!ReadTopic(entry.value, &topic)) continue;
+      feed.collections.emplace_back(entry.key, topic);
+      feed_places_.emplace_back(entry.key_place, entry.value.where);
+    }
+  }
+  if (!keys.count("topic") && !keys.count("collections")) {
+    Error(item, "give \"topic\" (every collection), \"collections\" (collection: topic) or both");
+  }
+  if (keys.count("transactional_id")) {
+    ReadNonEmptyString(keys.at("transactional_id"), &feed.transactional_id);
+  }
+  if (keys.count("progress_topic")) ReadTopic(keys.at("progress_topic"), &feed.progress_topic);
+  if (keys.count("max_messages")) ReadUint(keys.at("max_messages"), 1, &feed.max_messages);
+  if (keys.count("max_message_bytes")) {
+    ReadUint(keys.at("max_message_bytes"), 1024, &feed.max_message_bytes);
+  }
+  if (keys.count("poll_ms")) ReadUint(keys.at("poll_ms"), 1, &feed.poll_ms);
+  if (keys.count("properties") && ExpectMap(keys.at("properties"))) {
+    for (const Entry& entry : Entries(keys.at("properties"))) {
+      if (!entry.value.node.IsScalar()) {
+        Error(entry.value, "a librdkafka property value must be a scalar, found " +
+                               Describe(entry.value.node));
+        continue;
+      }
+      feed.properties.emplace_back(entry.key, entry.value.node.Scalar());
+    }
+  }
+  feed_item_ = item;
+  config->feed = std::move(feed);
+}
+
+// What the feed section can only be checked against, and its defaults,
+// once the whole file is read.
+void ConfigParser::CheckFeed(Config* config) {
+  FeedConfig& feed = *config->feed;
+  const std::vector<std::string> known = config->CollectionNames();
+  for (size_t i = 0; i < feed.collections.size(); ++i) {
+    const std::string& collection = feed.collections[i].first;
+    const auto& place = feed_places_[i];
+    if (!std::binary_search(known.begin(), known.end(), collection) && !config->projections.empty()) {
+      Error(place.first, place.second,
+            "unknown collection " + Quote(collection) + " (collections: " + JoinKeys(known) + ")" +
+                Suggestion(collection, known));
+    }
+  }
+  if (feed.brokers.empty()) {
+    if (config->kafka) {
+      feed.brokers = config->kafka->brokers;
+    } else {
+      Error(feed_item_, "missing required key \"brokers\" (there is no source.kafka to take "
+                        "them from)");
+    }
+  }
+  if (feed.transactional_id.empty() && !config->store.schema.empty()) {
+    feed.transactional_id = "denormd-feed-" + config->store.schema;
+  }
+  if (feed.progress_topic.empty()) feed.progress_topic = feed.transactional_id + ".progress";
+  for (const auto& entry : feed.collections) {
+    if (entry.second == feed.progress_topic) {
+      Error(feed_item_, "the progress topic " + Quote(feed.progress_topic) +
+                        " cannot also carry documents");
+    }
+  }
+  if (!feed.topic.empty() && feed.topic == feed.progress_topic) {
+    Error(feed_item_, "the progress topic " + Quote(feed.progress_topic) +
+                      " cannot also carry documents");
   }
 }
 
@@ -1113,6 +1220,29 @@ const ProjectionConfig* Config::FindProjection(const std::string& name) const {
     if (projection.name == name) return &projection;
   }
   return nullptr;
+}
+
+std::vector<std::string> Config::PublishedCollections() const {
+  std::vector<std::string> out;
+  if (!feed) return out;
+  for (const std::string& collection : CollectionNames()) {
+    if (feed->TopicOf(collection) != nullptr) out.push_back(collection);
+  }
+  return out;
+}
+
+bool Config::HasPartitionKey(const std::string& collection) const {
+  for (const ProjectionConfig& projection : projections) {
+    if (projection.collection == collection && !projection.partition_key.empty()) return true;
+  }
+  return false;
+}
+
+const std::string* FeedConfig::TopicOf(const std::string& collection) const {
+  for (const auto& entry : collections) {
+    if (entry.first == collection) return &entry.second;
+  }
+  return topic.empty() ? nullptr : &topic;
 }
 
 std::string ConfigError::ToString(const std::string& file) const {
