@@ -41,15 +41,18 @@ Commands:
   check                    validate the config; list every error with its place
   publish FILE...          send JSON Lines event logs to the first source.kafka topic
                            (or --topic), keyed type:id; for loading and demos
+  relay                    publish the change feed (feed in the config) until SIGTERM or
+                           SIGINT, without consuming; `run` does it too unless --no-relay
 
 Options:
   -c, --config FILE        the YAML configuration (required; see docs/configuration.md)
   --postgres URL           PostgreSQL connection string; overrides $DENORMD_POSTGRES
                            and store.postgres
   --batch-size N           events per transaction (default: batch.max_events, 5000)
-  --metrics-port PORT      run: serve Prometheus /metrics and /healthz on PORT
+  --metrics-port PORT      run, relay: serve Prometheus /metrics and /healthz on PORT
                            (0 = off, the default)
   --metrics-address ADDR   run: address to listen on (default 127.0.0.1)
+  --no-relay               run: leave the change feed to `denormd relay` processes
   --topic TOPIC            publish: the topic (default: the first of source.kafka.topics)
   -q, --quiet              no progress output, warnings and errors only
   -v, --verbose            debug log lines
@@ -57,7 +60,9 @@ Options:
 
 Environment:
   DENORMD_POSTGRES         connection string (overrides store.postgres)
-  DENORMD_KAFKA_BROKERS    bootstrap servers (overrides source.kafka.brokers)
+  DENORMD_KAFKA_BROKERS    bootstrap servers (overrides source.kafka.brokers, and the
+                           feed's when it has none of its own)
+  DENORMD_FEED_BROKERS     bootstrap servers of the change feed (overrides feed.brokers)
 
 Exit status: 0 success; 1 failure, or differences found by verify; 2 bad usage or config.
 
@@ -76,6 +81,7 @@ struct Arguments {
   int metrics_port = 0;
   std::string metrics_address = "127.0.0.1";
   std::string topic;
+  bool no_relay = false;
   bool quiet = false;
   bool verbose = false;
   bool help = false;
@@ -136,6 +142,8 @@ Status ParseArguments(const std::vector<std::string>& args, Arguments* out) {
     } else if (is("--topic")) {
       if (!value(&v)) return Status::InvalidInput("--topic needs a topic name");
       out->topic = v;
+    } else if (arg == "--no-relay") {
+      out->no_relay = true;
     } else if (arg == "-q" || arg == "--quiet") {
       out->quiet = true;
     } else if (arg == "-v" || arg == "--verbose") {
@@ -161,7 +169,15 @@ std::optional<Config> LoadConfigOrReport(const std::string& path) {
   // every environment.
   const char* brokers = std::getenv("DENORMD_KAFKA_BROKERS");
   if (config && config->kafka && brokers != nullptr && *brokers != '\0') {
+    // A feed without brokers of its own follows the source's.
+    if (config->feed && config->feed->brokers == config->kafka->brokers) {
+      config->feed->brokers = brokers;
+    }
     config->kafka->brokers = brokers;
+  }
+  const char* feed_brokers = std::getenv("DENORMD_FEED_BROKERS");
+  if (config && config->feed && feed_brokers != nullptr && *feed_brokers != '\0') {
+    config->feed->brokers = feed_brokers;
   }
   for (const ConfigError& error : errors) std::cerr << error.ToString(path) << "\n";
   if (!config) {
@@ -367,6 +383,24 @@ int StatusCommand(const Arguments& args) {
     std::cout << "  " << c.first << ": " << FormatCount(c.second) << " documents\n";
   }
   std::cout << "\ndead letters: " << FormatCount(summary.dead_letters) << "\n";
+  if (summary.feed) {
+    std::cout << "\nchange feed (" << config.feed->transactional_id << "):\n"
+              << "  outbox: " << FormatCount(summary.outbox.rows) << " changes waiting";
+    if (summary.outbox.rows > 0) {
+      std::cout << ", the oldest " << std::fixed;
+      std::cout.precision(1);
+      std::cout << summary.outbox.oldest_seconds << " s old";
+    }
+    std::cout << "\n";
+    if (summary.feed_relay.empty()) {
+      std::cout << "  published: nothing yet\n";
+    } else {
+      std::cout << "  published: sequence " << FormatCount(summary.feed_sequence) << ", last "
+                << std::fixed;
+      std::cout.precision(1);
+      std::cout << summary.feed_published_seconds_ago << " s ago\n";
+    }
+  }
   return kExitOk;
 }
 
@@ -395,6 +429,20 @@ int Publish(const Arguments& args) {
   return kExitOk;
 }
 
+int Relay(const Arguments& args) {
+  std::optional<Config> config = LoadConfigOrReport(args.config_path);
+  if (!config) return kExitUsage;
+  if (!config->feed) {
+    std::cerr << args.config_path << ": `relay` needs a feed section (topic or collections)\n";
+    return kExitUsage;
+  }
+  RunOptions options;
+  options.postgres = args.postgres ? *args.postgres : PostgresConnectionString(*config);
+  options.metrics_port = args.metrics_port;
+  options.metrics_address = args.metrics_address;
+  return RunRelay(std::move(*config), options);
+}
+
 int Run(const Arguments& args) {
   std::optional<Config> config = LoadConfigOrReport(args.config_path);
   if (!config) return kExitUsage;
@@ -407,6 +455,7 @@ int Run(const Arguments& args) {
   options.postgres = args.postgres ? *args.postgres : PostgresConnectionString(*config);
   options.metrics_port = args.metrics_port;
   options.metrics_address = args.metrics_address;
+  options.relay = !args.no_relay;
   return RunDaemon(std::move(*config), options);
 }
 
@@ -428,17 +477,18 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (args.quiet) SetLogLevel(LogLevel::kWarn);
   const std::string& c = args.command;
   bool known = c == "run" || c == "replay" || c == "rebuild" || c == "verify" || c == "status" ||
-               c == "check" || c == "publish";
+               c == "check" || c == "publish" || c == "relay";
   if (!known) {
     std::cerr << "denormd: " << (c.empty() ? "no command given" : "unknown command \"" + c + "\"")
-              << " (expected run, replay, rebuild, verify, status, check or publish; see --help)\n";
+              << " (expected run, relay, replay, rebuild, verify, status, check or publish; see "
+                 "--help)\n";
     return kExitUsage;
   }
   if (args.config_path.empty()) {
     std::cerr << "denormd " << c << ": -c CONFIG is required (see --help)\n";
     return kExitUsage;
   }
-  if ((c == "run" || c == "status" || c == "check") && !args.rest.empty()) {
+  if ((c == "run" || c == "relay" || c == "status" || c == "check") && !args.rest.empty()) {
     std::cerr << "denormd " << c << ": unexpected argument \"" << args.rest[0] << "\"\n";
     return kExitUsage;
   }
@@ -448,6 +498,7 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (c == "verify") return RebuildOrVerify(args, /*verify=*/true);
   if (c == "status") return StatusCommand(args);
   if (c == "publish") return Publish(args);
+  if (c == "relay") return Relay(args);
   return Run(args);
 }
 

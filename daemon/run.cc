@@ -17,6 +17,7 @@
 #include "daemon/engine.h"
 #include "daemon/http_server.h"
 #include "daemon/metrics.h"
+#include "daemon/relay.h"
 
 namespace denormd {
 
@@ -98,6 +99,11 @@ class Daemon {
       return Shutdown(kExitUsage);
     }
     if (g_stop.load()) return Shutdown(kExitOk);
+    if (engine_.config.feed && options_.relay) {
+      // After the store is open: the outbox exists.
+      relay_ = std::make_unique<RelayThread>(engine_.config, options_.postgres, &metrics_);
+      relay_->Start();
+    }
     Status status = source_.Open();
     if (!status.ok()) {
       std::cerr << "denormd run: " << status.message() << "\n";
@@ -108,7 +114,8 @@ class Daemon {
         {{"schema", config.store.schema},
          {"batch_max_events", config.batch.max_events},
          {"batch_max_delay_ms", config.batch.max_delay_ms},
-         {"metrics_port", http_.port()}});
+         {"metrics_port", http_.port()},
+         {"feed_relay", relay_ ? "on" : config.feed ? "off (--no-relay)" : "no feed"}});
     return Shutdown(Loop());
   }
 
@@ -193,6 +200,7 @@ class Daemon {
   }
 
   int Shutdown(int code) {
+    if (relay_) relay_->Stop();
     source_.Close();
     http_.Stop();
     Log(LogLevel::kInfo, "daemon_stopped",
@@ -206,10 +214,70 @@ class Daemon {
   Health health_;
   KafkaEventSource source_;
   MetricsHttpServer http_;
+  std::unique_ptr<RelayThread> relay_;
   std::chrono::steady_clock::time_point last_lag_update_;
   std::chrono::steady_clock::time_point window_start_;
   uint64_t total_events_ = 0;
   uint64_t window_events_ = 0;
+};
+
+// `denormd relay`: the store opened (and the outbox created), then the
+// relay on its thread until a stop signal.
+class RelayDaemon {
+ public:
+  RelayDaemon(Config config, const RunOptions& options)
+      : options_(options),
+        config_(std::move(config)),
+        store_(config_, options.postgres),
+        http_([this] { return metrics_.Render(); },
+              [this](std::string* why) { return health_.Get(why); }) {}
+
+  int Run() {
+    InstallSignalHandlers();
+    if (options_.metrics_port > 0) {
+      Status status = http_.Start(options_.metrics_address, options_.metrics_port);
+      if (!status.ok()) {
+        std::cerr << "denormd relay: " << status.message() << "\n";
+        return kExitUsage;
+      }
+    }
+    for (int attempt = 1; !g_stop.load(); ++attempt) {
+      Status status = store_.Open(/*allow_stale_index=*/true);
+      if (status.IsInvalidInput()) {
+        std::cerr << "denormd relay: " << status.message() << "\n";
+        return Shutdown(kExitUsage);
+      }
+      if (status.ok()) break;
+      health_.Set(false, "store unavailable: " + status.message());
+      Log(LogLevel::kWarn, "store_unavailable", {{"attempt", attempt}, {"error", status.message()}});
+      SleepUnlessStopping(RetryBackoffMs(attempt));
+    }
+    if (g_stop.load()) return Shutdown(kExitOk);
+    health_.Set(true, "ok");
+    metrics_.SetStoreHealthy(true);
+    RelayThread relay(config_, options_.postgres, &metrics_);
+    relay.Start();
+    Log(LogLevel::kInfo, "relay_started",
+        {{"schema", config_.store.schema}, {"metrics_port", http_.port()}});
+    while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    relay.Stop();
+    return Shutdown(kExitOk);
+  }
+
+ private:
+  int Shutdown(int code) {
+    http_.Stop();
+    Log(LogLevel::kInfo, "relay_stopped",
+        {{"exit_code", code}, {"signal", g_signal.load()}, {"peak_rss_kib", PeakRssKib()}});
+    return code;
+  }
+
+  const RunOptions& options_;
+  const Config config_;
+  PostgresStore store_;
+  Metrics metrics_;
+  Health health_;
+  MetricsHttpServer http_;
 };
 
 }  // namespace
@@ -217,6 +285,12 @@ class Daemon {
 int RunDaemon(Config config, const RunOptions& options) {
   g_stop.store(false);
   Daemon daemon(std::move(config), options);
+  return daemon.Run();
+}
+
+int RunRelay(Config config, const RunOptions& options) {
+  g_stop.store(false);
+  RelayDaemon daemon(std::move(config), options);
   return daemon.Run();
 }
 
