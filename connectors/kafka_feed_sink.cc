@@ -23,8 +23,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kStepMs = 5000;             // one bounded wait on the broker
-constexpr int kBrokerPatienceMs = 60000;  // how long a transactional call may keep retrying
-constexpr int kTransactionTimeoutMs = 60000;
+// How long a transactional call may keep retrying, and the transaction
+// timeout (which librdkafka also makes the messages' delivery timeout): a
+// broker away is noticed, and the relay starts over, within about this.
+constexpr int kBrokerPatienceMs = 30000;
+constexpr int kTransactionTimeoutMs = 30000;
 
 std::string ErrorText(const RdKafka::Error& error) {
   return error.name() + ": " + error.str();
@@ -77,10 +80,7 @@ class KafkaFeedSink::Reports : public RdKafka::DeliveryReportCb {
  public:
   void dr_cb(RdKafka::Message& message) override {
     const size_t bytes = message.len() + message.key_len();
-    if (message.err() == RdKafka::ERR_NO_ERROR) {
-      largest_delivered = std::max(largest_delivered, bytes);
-      return;
-    }
+    if (message.err() == RdKafka::ERR_NO_ERROR) return;
     failures++;
     last_error = message.errstr();
     if (message.err() == RdKafka::ERR_MSG_SIZE_TOO_LARGE && message.msg_opaque() != nullptr) {
@@ -91,15 +91,13 @@ class KafkaFeedSink::Reports : public RdKafka::DeliveryReportCb {
     failures = 0;
     last_error.clear();
     too_large.clear();
-    largest_delivered = 0;
   }
   KafkaLogger logger;
   uint64_t failures = 0;
   std::string last_error;
   // (bytes, index into the published messages) of the messages the broker
-  // refused as too large, and the largest message it accepted meanwhile.
+  // refused as too large.
   std::set<std::pair<size_t, intptr_t>> too_large;
-  size_t largest_delivered = 0;
 };
 
 KafkaFeedSink::KafkaFeedSink(const Config& config, const std::atomic<bool>* stopping)
@@ -126,15 +124,22 @@ Status KafkaFeedSink::Open(FeedProgress* progress) {
   reports_->logger.Reset();
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   DENORMD_RETURN_IF_ERROR(SetFeedBaseProperties(feed_, conf.get()));
-  // Room for the largest message the relay sends whole, plus headers.
+  // Room for the largest message the relay sends whole. A broker checks a
+  // topic's max.message.bytes against a whole record batch, so batches are
+  // kept to feed.max_message_bytes too: small messages batched together are
+  // never refused where each alone would pass. After a broker refused a
+  // batch anyway (a topic whose limit is below max_message_bytes), every
+  // message goes alone, so that a refusal names exactly the large one.
   const uint64_t max_bytes = std::max<uint64_t>(1000000, feed_.max_message_bytes + 65536);
   DENORMD_RETURN_IF_ERROR(SetKafkaProperties(
       conf.get(), {{"transactional.id", feed_.transactional_id},
                    // As Java clients partition: a consumer in Kafka Streams can join on the key.
                    {"partitioner", "murmur2_random"},
                    {"message.max.bytes", std::to_string(max_bytes)},
+                   {"batch.size", std::to_string(feed_.max_message_bytes)},
                    {"transaction.timeout.ms", std::to_string(kTransactionTimeoutMs)},
-                   {"linger.ms", "5"}}));
+                   {"linger.ms", isolated_ ? "0" : "5"}}));
+  if (isolated_) DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf.get(), {{"batch.num.messages", "1"}}));
   std::string error;
   if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(reports_.get()), error) !=
           RdKafka::Conf::CONF_OK ||
@@ -308,6 +313,10 @@ Status KafkaFeedSink::ReadProgress(FeedProgress* progress) {
   return Status::Ok();
 }
 
+// A failure leaves the transaction as it is: the relay then closes the sink,
+// and the next Open's init_transactions aborts it (or lets the coordinator
+// finish a commit already under way) — no need to wait for an abort here
+// while the broker is away.
 Status KafkaFeedSink::EndTransaction(bool commit) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(kBrokerPatienceMs);
   while (true) {
@@ -315,9 +324,6 @@ Status KafkaFeedSink::EndTransaction(bool commit) {
                                                   : producer_->abort_transaction(kStepMs));
     if (!failed) return Status::Ok();
     if (failed->is_retriable() && Clock::now() < deadline && !stopping_->load()) continue;
-    if (commit && failed->txn_requires_abort()) {
-      EndTransaction(false).IgnoreError();  // the caller re-opens anyway if this fails
-    }
     return Status::Transient(std::string("feed: ") + (commit ? "commit" : "abort") +
                              "_transaction: " + ErrorText(*failed));
   }
@@ -357,7 +363,6 @@ Status KafkaFeedSink::Publish(const std::vector<FeedMessage>& messages, const Fe
     if (code == RdKafka::ERR_MSG_SIZE_TOO_LARGE) {
       too_large->push_back(m.outbox_seq);
     } else if (code != RdKafka::ERR_NO_ERROR) {
-      EndTransaction(false).IgnoreError();
       return Status::Transient("feed: producing to " + m.topic + ": " + RdKafka::err2str(code));
     }
   }
@@ -369,7 +374,6 @@ Status KafkaFeedSink::Publish(const std::vector<FeedMessage>& messages, const Fe
   const std::string value = FeedProgressJson(progress);
   RdKafka::ErrorCode code = send(feed_.progress_topic, 0, feed_.transactional_id, &value, 0, {}, -1);
   if (code != RdKafka::ERR_NO_ERROR) {
-    EndTransaction(false).IgnoreError();
     return Status::Transient("feed: producing to " + feed_.progress_topic + ": " +
                              RdKafka::err2str(code));
   }
@@ -377,20 +381,26 @@ Status KafkaFeedSink::Publish(const std::vector<FeedMessage>& messages, const Fe
   Status committed = EndTransaction(true);
   if (committed.ok()) return committed;
   if (!reports_->too_large.empty()) {
-    // The broker refuses a whole record batch when it is over the topic's
-    // max.message.bytes, so small messages batched with a large one are
-    // refused too. Name only those larger than any message it accepted
-    // (or, when it accepted none, the largest): the retry shows whether more
-    // must go.
+    if (!isolated_) {
+      // The broker refused a whole record batch: which of its messages is
+      // too large is unknown. From now on every message goes alone; the
+      // relay starts again (Open) and publishes the page once more.
+      isolated_ = true;
+      Log(LogLevel::kWarn, "feed_batch_refused",
+          {{"messages", static_cast<uint64_t>(reports_->too_large.size())},
+           {"reason", "a topic's max.message.bytes is below feed.max_message_bytes; publishing "
+                      "one message per record batch from now on (lower max_message_bytes)"}});
+      return Status::Transient("feed: the broker refused a record batch as too large");
+    }
     for (const auto& refused : reports_->too_large) {
-      const bool largest = refused == *reports_->too_large.rbegin();
-      if (refused.first <= reports_->largest_delivered && !largest) continue;
       if (refused.second >= 0 && static_cast<size_t>(refused.second) < messages.size()) {
         too_large->push_back(messages[refused.second].outbox_seq);
       }
     }
+    // The relay publishes the page again on this producer: end this one.
+    DENORMD_RETURN_IF_ERROR(EndTransaction(false));
     if (!too_large->empty()) {
-      return Status::InvalidInput(std::to_string(reports_->too_large.size()) +
+      return Status::InvalidInput(std::to_string(too_large->size()) +
                                   " messages refused by the broker as too large");
     }
   }

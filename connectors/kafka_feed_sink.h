@@ -20,6 +20,12 @@
 // Topics missing at Open are created: the progress topic compacted with one
 // partition, the feed topics with the broker's defaults.
 //
+// Too large: record batches are kept to feed.max_message_bytes (a broker
+// checks a topic's max.message.bytes per batch). If a broker still refuses a
+// batch (a topic whose limit is lower), the transaction is aborted, the sink
+// sends one message per batch from then on, and the relay starts again: the
+// next refusal names exactly the messages that are too large.
+//
 // Not thread-safe.
 #ifndef DENORMD_CONNECTORS_KAFKA_FEED_SINK_H_
 #define DENORMD_CONNECTORS_KAFKA_FEED_SINK_H_
@@ -64,6 +70,7 @@ class KafkaFeedSink : public FeedSink {
   std::unique_ptr<Reports> reports_;
   std::unique_ptr<RdKafka::Producer> producer_;
   bool topics_created_ = false;
+  bool isolated_ = false;  // one message per record batch (after a refused batch)
 };
 
 // The progress record's value, and back (false when `json` is not one).

@@ -22,6 +22,11 @@ using Clock = std::chrono::steady_clock;
 // learnt.
 constexpr int kTooLargeAttempts = 16;
 
+// What a record batch of one message adds to its key, value and headers
+// (batch header, record framing), rounded up: a message counted with it
+// within feed.max_message_bytes fits a batch of that size.
+constexpr uint64_t kRecordFraming = 256;
+
 double UnixSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -111,7 +116,7 @@ std::vector<FeedMessage> FeedRelay::Messages(const std::vector<OutboxRow>& rows,
     message.headers = {{kFeedCollectionHeader, row.collection},
                        {kFeedSourceHeader, row.source},
                        {kFeedSequenceHeader, std::to_string(first_sequence + out.size())}};
-    uint64_t bytes = message.key.size() + (message.value ? message.value->size() : 0);
+    uint64_t bytes = kRecordFraming + message.key.size() + (message.value ? message.value->size() : 0);
     for (const auto& header : message.headers) bytes += header.first.size() + header.second.size();
     if (bytes > feed_.max_message_bytes || refused_.count(row.seq)) {
       message.value = TooLargeMarker(row.collection, row.id, bytes);

@@ -293,7 +293,7 @@ TEST(FeedRelayTest, OversizedDocumentsBecomeMarkersAndNothingStalls) {
   // And the sink refuses anything over 600 bytes (a broker's topic limit).
   h.sink.refuse_larger_than = 600;
   h.Apply({R"({"type": "stock", "id": "s1", "op": "upsert", "data": {"text": ")" +
-           std::string(700, 'x') + R"("}})"});
+           std::string(620, 'x') + R"("}})"});
   h.Apply({R"({"type": "stock", "id": "s2", "op": "upsert", "data": {"p": 2}})"});
   h.Drain();
   FeedReplica replica = h.Replica();
