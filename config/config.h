@@ -187,11 +187,11 @@ struct FeedConfig {
   // compacted topic of one partition (created when missing); default
   // "<transactional_id>.progress".
   std::string progress_topic;
-  uint64_t max_messages = 5000;           // document changes per Kafka transaction, >= 1
+  uint64_t max_messages = 1000;           // document changes per Kafka transaction, >= 1
   // A change whose message (key, value, headers) would be larger is
   // published as a small marker instead (docs/configuration.md). >= 1024.
   uint64_t max_message_bytes = 1000000;
-  uint64_t poll_ms = 50;                   // how often an idle relay looks at the outbox
+  uint64_t poll_ms = 20;                   // how often an idle relay looks at the outbox
   // Extra librdkafka producer properties, applied after denormd's own.
   std::vector<std::pair<std::string, std::string>> properties;
 

@@ -138,7 +138,7 @@ Status KafkaFeedSink::Open(FeedProgress* progress) {
                    {"message.max.bytes", std::to_string(max_bytes)},
                    {"batch.size", std::to_string(feed_.max_message_bytes)},
                    {"transaction.timeout.ms", std::to_string(kTransactionTimeoutMs)},
-                   {"linger.ms", isolated_ ? "0" : "5"}}));
+                   {"linger.ms", isolated_ ? "0" : "1"}}));
   if (isolated_) DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf.get(), {{"batch.num.messages", "1"}}));
   std::string error;
   if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(reports_.get()), error) !=

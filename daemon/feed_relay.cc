@@ -93,11 +93,11 @@ Status FeedRelay::Start(bool* active) {
   return Status::Ok();
 }
 
-std::vector<FeedMessage> FeedRelay::Messages(const std::vector<OutboxRow>& rows,
+std::vector<FeedMessage> FeedRelay::Messages(std::vector<OutboxRow>* rows,
                                              uint64_t first_sequence, uint64_t* too_large) const {
   std::vector<FeedMessage> out;
   std::map<std::string, std::pair<const std::string*, bool>> collections;  // topic, partitioned
-  for (const OutboxRow& row : rows) {
+  for (OutboxRow& row : *rows) {
     auto found = collections.find(row.collection);
     if (found == collections.end()) {
       found = collections
@@ -110,7 +110,7 @@ std::vector<FeedMessage> FeedRelay::Messages(const std::vector<OutboxRow>& rows,
     FeedMessage message;
     message.topic = *topic;
     message.key = FeedKey(found->second.second, row.pk, row.id);
-    message.value = row.doc;
+    message.value = std::move(row.doc);  // the page is held once more, by the producer
     message.timestamp_ms = static_cast<int64_t>(std::llround(row.captured_at * 1000));
     message.outbox_seq = row.seq;
     message.headers = {{kFeedCollectionHeader, row.collection},
@@ -131,20 +131,23 @@ std::vector<FeedMessage> FeedRelay::Messages(const std::vector<OutboxRow>& rows,
 Status FeedRelay::Step(size_t* published) {
   *published = 0;
   std::vector<OutboxRow> rows;
-  OutboxCursor next;
-  DENORMD_RETURN_IF_ERROR(outbox_->Read(progress_.cursor, feed_.max_messages, &rows, &next));
-  if (rows.empty()) {
-    // Nothing behind `next` that is not behind the cursor: moving over an
-    // empty stretch needs no record on the feed.
-    progress_.cursor = next;
-    return Status::Ok();
-  }
   std::vector<FeedMessage> messages;
   FeedProgress after;
   uint64_t too_large = 0;
   for (int attempt = 0;; ++attempt) {
+    // A retry reads the page again (its documents moved into the messages):
+    // any read from the cursor gives a valid page and the cursor after it.
+    rows.clear();
+    OutboxCursor next;
+    DENORMD_RETURN_IF_ERROR(outbox_->Read(progress_.cursor, feed_.max_messages, &rows, &next));
+    if (rows.empty()) {
+      // Nothing behind `next` that is not behind the cursor: moving over an
+      // empty stretch needs no record on the feed.
+      progress_.cursor = next;
+      return Status::Ok();
+    }
     too_large = 0;
-    messages = Messages(rows, progress_.sequence + 1, &too_large);
+    messages = Messages(&rows, progress_.sequence + 1, &too_large);
     after = {next, progress_.sequence + messages.size()};
     std::vector<int64_t> refused;
     Status status = sink_->Publish(messages, after, &refused);
@@ -161,7 +164,7 @@ Status FeedRelay::Step(size_t* published) {
   progress_ = after;
   const double now = UnixSeconds();
   std::vector<double> delays;
-  delays.reserve(rows.size());
+  delays.reserve(messages.size());
   for (const FeedMessage& message : messages) {
     delays.push_back(std::max(0.0, now - message.timestamp_ms / 1000.0));
   }

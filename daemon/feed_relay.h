@@ -84,7 +84,9 @@ class FeedRelay {
   const FeedProgress& progress() const { return progress_; }
 
  private:
-  std::vector<FeedMessage> Messages(const std::vector<OutboxRow>& rows, uint64_t first_sequence,
+  // The messages of `rows`, numbered from `first_sequence`; each row's
+  // document moves into its message.
+  std::vector<FeedMessage> Messages(std::vector<OutboxRow>* rows, uint64_t first_sequence,
                                     uint64_t* too_large) const;
 
   const Config& config_;

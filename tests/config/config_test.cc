@@ -777,7 +777,8 @@ TEST(FeedConfigTest, OneTopicForEveryCollectionWithDefaults) {
   EXPECT_EQ(feed.brokers, "k:9092");  // the source's
   EXPECT_EQ(feed.transactional_id, "denormd-feed-lib");
   EXPECT_EQ(feed.progress_topic, "denormd-feed-lib.progress");
-  EXPECT_EQ(feed.max_messages, 5000u);
+  EXPECT_EQ(feed.max_messages, 1000u);
+  EXPECT_EQ(feed.poll_ms, 20u);
   EXPECT_EQ(feed.max_message_bytes, 1000000u);
   EXPECT_EQ(config.PublishedCollections(), std::vector<std::string>({"authors", "catalog"}));
   EXPECT_EQ(*feed.TopicOf("catalog"), "lib.docs");
