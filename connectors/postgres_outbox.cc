@@ -20,7 +20,14 @@ const std::string& OrNothing(const std::string& snapshot) {
 }  // namespace
 
 struct PostgresOutbox::Connection {
-  explicit Connection(const std::string& options) : pq(options) {}
+  explicit Connection(const std::string& options) : pq(options) {
+    // A page is the first rows of the outbox in seq order that a filter
+    // keeps: an index scan on seq that stops after them, whatever the
+    // backlog. A bitmap scan would visit (and sort) every row of the window
+    // for every page; forbid it, and scans of the whole table, here.
+    pqxx::nontransaction session(pq);
+    session.exec("set enable_bitmapscan = off; set enable_seqscan = off");
+  }
   pqxx::connection pq;
 };
 
@@ -87,14 +94,18 @@ Status PostgresOutbox::Read(const OutboxCursor& from, size_t max, std::vector<Ou
       cursor.after = 0;
     }
     DENORMD_RETURN_IF_ERROR(Use("reading the outbox", [&](pqxx::nontransaction& work) {
+      // The window's rows in seq order past `after`: the scan walks the
+      // primary key from `after` and stops after `max` rows of the window
+      // (rows still before the window were pruned; those after it are few:
+      // transactions that were open at `until`). Documents are rendered
+      // for the rows of the page only.
       pqxx::result result = work.exec_params(
-          "select seq, collection, id, pk, doc::text, source,"
-          " extract(epoch from created_at)::float8 from " + schema_ + ".outbox"
-          " where txid >= pg_snapshot_xmin($1::pg_snapshot)"
-          " and txid < pg_snapshot_xmax($2::pg_snapshot)"
-          " and not pg_visible_in_snapshot(txid, $1::pg_snapshot)"
-          " and pg_visible_in_snapshot(txid, $2::pg_snapshot)"
-          " and seq > $3 order by seq limit $4",
+          "with page as (select seq from " + schema_ + ".outbox"
+          " where seq > $3 and not pg_visible_in_snapshot(txid, $1::pg_snapshot)"
+          " and pg_visible_in_snapshot(txid, $2::pg_snapshot) order by seq limit $4)"
+          " select o.seq, o.collection, o.id, o.pk, o.doc::text, o.source,"
+          " extract(epoch from o.created_at)::float8 from page join " + schema_ +
+          ".outbox o on o.seq = page.seq order by o.seq",
           OrNothing(cursor.through), cursor.until, cursor.after, static_cast<int64_t>(max));
       for (const auto& row : result) {
         OutboxRow out;
@@ -121,11 +132,13 @@ Status PostgresOutbox::Prune(const OutboxCursor& published, uint64_t sequence) {
   if (!claimed_) return Status::Transient("the feed relay is not claimed");
   const std::string& until = published.until.empty() ? OrNothing("") : published.until;
   return Use("pruning the outbox", [&](pqxx::nontransaction& work) {
+    // One range of the txid index: every row behind the cursor has a txid
+    // below the larger xmax of its two snapshots.
     work.exec_params(
         "with d as (delete from " + schema_ + ".outbox where"
-        " (txid < pg_snapshot_xmax($1::pg_snapshot) and pg_visible_in_snapshot(txid, $1::pg_snapshot))"
-        " or (txid < pg_snapshot_xmax($2::pg_snapshot) and pg_visible_in_snapshot(txid, $2::pg_snapshot)"
-        " and not pg_visible_in_snapshot(txid, $1::pg_snapshot) and seq <= $3))"
+        " txid < greatest(pg_snapshot_xmax($1::pg_snapshot), pg_snapshot_xmax($2::pg_snapshot))"
+        " and (pg_visible_in_snapshot(txid, $1::pg_snapshot)"
+        " or (pg_visible_in_snapshot(txid, $2::pg_snapshot) and seq <= $3)))"
         " insert into " + schema_ + ".feed_state (relay, sequence, cursor, published_at)"
         " values ($4, $5, $6, clock_timestamp()) on conflict (relay) do update set"
         " sequence = excluded.sequence, cursor = excluded.cursor, published_at = excluded.published_at",

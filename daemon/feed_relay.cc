@@ -134,12 +134,15 @@ Status FeedRelay::Step(size_t* published) {
   std::vector<FeedMessage> messages;
   FeedProgress after;
   uint64_t too_large = 0;
+  const auto start = Clock::now();
+  auto read_done = start;
   for (int attempt = 0;; ++attempt) {
     // A retry reads the page again (its documents moved into the messages):
     // any read from the cursor gives a valid page and the cursor after it.
     rows.clear();
     OutboxCursor next;
     DENORMD_RETURN_IF_ERROR(outbox_->Read(progress_.cursor, feed_.max_messages, &rows, &next));
+    read_done = Clock::now();
     if (rows.empty()) {
       // Nothing behind `next` that is not behind the cursor: moving over an
       // empty stretch needs no record on the feed.
@@ -175,7 +178,14 @@ Status FeedRelay::Step(size_t* published) {
   }
   // Pruning is only housekeeping: what is published is what the progress
   // says, wherever the outbox stands.
-  return outbox_->Prune(progress_.cursor, progress_.sequence);
+  const auto published_at = Clock::now();
+  Status pruned = outbox_->Prune(progress_.cursor, progress_.sequence);
+  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  Log(LogLevel::kDebug, "feed_page",
+      {{"changes", static_cast<uint64_t>(messages.size())}, {"sequence", progress_.sequence},
+       {"read_ms", ms(read_done - start)}, {"publish_ms", ms(published_at - read_done)},
+       {"prune_ms", ms(Clock::now() - published_at)}});
+  return pruned;
 }
 
 void FeedRelay::Run(const std::atomic<bool>& stopping) {
