@@ -1,5 +1,7 @@
 #include "common/log.h"
 
+#include "common/redact.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -67,7 +69,7 @@ void Log(LogLevel level, const char* event, std::initializer_list<LogField> fiel
     line += ' ';
     line += field.key;
     line += '=';
-    AppendValue(&line, field.value);
+    AppendValue(&line, RedactSecrets(field.value));  // no secret reaches a log line
   }
   line += '\n';
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());

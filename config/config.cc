@@ -25,22 +25,34 @@ namespace {
 
 using KeyList = std::vector<std::string>;
 
-const KeyList kTopKeys = {"source", "store", "batch", "entities", "projections", "feed"};
+const KeyList kTopKeys = {"source", "store", "batch", "retention", "entities", "projections",
+                          "feed"};
 const KeyList kSourceKeys = {"kafka"};
 const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
-const KeyList kStoreKeys = {"postgres", "schema"};
+const KeyList kStoreKeys = {"postgres", "schema", "connect_timeout_s", "statement_timeout_ms",
+                            "lock_timeout_ms"};
 const KeyList kFeedKeys = {"brokers",      "topic",          "collections",       "transactional_id",
                            "progress_topic", "max_messages", "max_message_bytes", "poll_ms",
                            "properties"};
 const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes"};
+const KeyList kRetentionKeys = {"tombstone_hours", "dead_letter_days", "max_dead_letters",
+                                "interval_s"};
 const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
                                  "exclude", "fields", "partition_key", "by",
                                  "size", "order_by", "field", "select", "layout"};
 const KeyList kEntityOnlyKeys = {"include", "exclude", "fields", "partition_key"};
 const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select", "layout"};
-// Tables denormd keeps next to the collections, in the same schema.
-const KeyList kReservedTables = {"entities", "refs",   "positions",  "dead_letters",
-                                 "counters", "outbox", "feed_state"};
+// Tables (and the index refs_by_entity, in the same namespace) denormd keeps
+// next to the collections, in the same schema: those
+// connectors/postgres_store.cc creates (tests/connectors/reserved_tables_test.cc
+// keeps the two in step), and the change feed's outbox and feed_state.
+const KeyList kReservedTables = {"entities", "refs",  "refs_by_entity", "ref_counts", "positions",
+                                 "locks",    "writers", "meta",         "dead_letters", "outbox",
+                                 "feed_state"};
+// The longest suffix of the indexes made for a collection ("_by_number"):
+// PostgreSQL truncates names past 63 bytes, so a collection name is at most
+// 63 - 10 bytes.
+constexpr size_t kLongestIndexSuffix = 10;
 
 bool Contains(const KeyList& list, const std::string& s) {
   return std::find(list.begin(), list.end(), s) != list.end();
@@ -324,6 +336,7 @@ class ConfigParser {
   void ReadFeed(const Item& item, Config* config);
   bool ReadTopic(const Item& item, std::string* out);
   void CheckFeed(Config* config);
+  void ReadRetention(const Item& item, Config* config);
   void ReadEntities(const Item& item, Config* config);
   void ReadProjections(const Item& item, Config* config);
   void ReadProjection(const Entry& entry, ProjectionConfig* out, CollectionUse* use);
@@ -339,7 +352,8 @@ class ConfigParser {
   KeyList KindNames() const;
   KeyList ExpressionKeys() const;
   bool ReadSelection(const Item& item, Selection* out);
-  void CheckCollections(const Config& config, const std::vector<CollectionUse>& uses);
+  // Also marks the projections of shared collections.
+  void CheckCollections(Config& config, const std::vector<CollectionUse>& uses);
 
   friend class YamlExpressionReader;
 
@@ -510,6 +524,13 @@ bool ConfigParser::ReadSqlName(const Item& item, const std::string& what, const 
                     "not starting with a digit, at most 63 characters)");
     return false;
   }
+  if (check_reserved && name.size() + kLongestIndexSuffix > 63) {
+    Error(item, what + " " + Quote(name) + " is " + std::to_string(name.size()) +
+                    " characters long; a collection name is at most " +
+                    std::to_string(63 - kLongestIndexSuffix) +
+                    " (PostgreSQL would truncate the names of its indexes)");
+    return false;
+  }
   if (check_reserved && Contains(kReservedTables, name)) {
     Error(item, what + " " + Quote(name) + " clashes with a table denormd keeps itself (" +
                     JoinKeys(kReservedTables) + ")");
@@ -534,6 +555,7 @@ void ConfigParser::Parse(const YAML::Node& root, Config* config) {
   if (section("source") != keys.end()) ReadSource(section("source")->second, config);
   if (Require(top, keys, "store")) ReadStore(section("store")->second, config);
   if (section("batch") != keys.end()) ReadBatch(section("batch")->second, config);
+  if (section("retention") != keys.end()) ReadRetention(section("retention")->second, config);
   if (Require(top, keys, "entities")) ReadEntities(section("entities")->second, config);
   if (Require(top, keys, "projections")) {
     ReadProjections(section("projections")->second, config);
@@ -578,6 +600,15 @@ void ConfigParser::ReadStore(const Item& item, Config* config) {
   if (keys.count("postgres")) ReadString(keys.at("postgres"), &config->store.postgres);
   if (Require(item, keys, "schema") && ReadString(keys.at("schema"), &config->store.schema)) {
     ReadSqlName(keys.at("schema"), "schema", config->store.schema, false);
+  }
+  if (keys.count("connect_timeout_s")) {
+    ReadUint(keys.at("connect_timeout_s"), 1, &config->store.connect_timeout_s);
+  }
+  if (keys.count("statement_timeout_ms")) {
+    ReadUint(keys.at("statement_timeout_ms"), 0, &config->store.statement_timeout_ms);
+  }
+  if (keys.count("lock_timeout_ms")) {
+    ReadUint(keys.at("lock_timeout_ms"), 0, &config->store.lock_timeout_ms);
   }
 }
 
@@ -677,6 +708,20 @@ void ConfigParser::CheckFeed(Config* config) {
     Error(feed_item_, "the progress topic " + Quote(feed.progress_topic) +
                       " cannot also carry documents");
   }
+}
+
+void ConfigParser::ReadRetention(const Item& item, Config* config) {
+  if (!ExpectMap(item)) return;
+  const auto keys = ReadKeys(item, kRetentionKeys);
+  RetentionConfig& out = config->retention;
+  if (keys.count("tombstone_hours")) ReadUint(keys.at("tombstone_hours"), 0, &out.tombstone_hours);
+  if (keys.count("dead_letter_days")) {
+    ReadUint(keys.at("dead_letter_days"), 0, &out.dead_letter_days);
+  }
+  if (keys.count("max_dead_letters")) {
+    ReadUint(keys.at("max_dead_letters"), 0, &out.max_dead_letters);
+  }
+  if (keys.count("interval_s")) ReadUint(keys.at("interval_s"), 0, &out.interval_s);
 }
 
 void ConfigParser::ReadEntities(const Item& item, Config* config) {
@@ -1009,7 +1054,7 @@ bool ConfigParser::ReadSelection(const Item& item, Selection* out) {
 
 // Projections sharing a collection must all have the same partition key, and
 // a buckets projection shares its collection with no other.
-void ConfigParser::CheckCollections(const Config& config, const std::vector<CollectionUse>& uses) {
+void ConfigParser::CheckCollections(Config& config, const std::vector<CollectionUse>& uses) {
   std::map<std::string, std::vector<size_t>> by_collection;
   for (size_t i = 0; i < config.projections.size(); ++i) {
     if (!config.projections[i].name.empty()) {
@@ -1018,6 +1063,7 @@ void ConfigParser::CheckCollections(const Config& config, const std::vector<Coll
   }
   for (const auto& [collection, members] : by_collection) {
     if (members.size() < 2) continue;
+    for (size_t i : members) config.projections[i].shared_collection = true;
     const auto others = [&](size_t self) {
       std::string names;
       for (size_t i : members) {

@@ -126,6 +126,9 @@ struct ProjectionConfig {
   std::vector<std::string> exclude;  // top-level source fields to drop
   std::vector<std::pair<std::string, Expression>> fields;  // in file order
   std::string partition_key;  // document field copied into the pk column; "" = none
+  // Several projections write this collection (a mixed-type collection): its
+  // documents are keyed on (pk, id), as in the article's model, not on id.
+  bool shared_collection = false;
 
   // kBuckets: {"id": "<value>:<n>", "<by>": <value>, "seq": <n>, "<field>": [...]}
   enum class BucketLayout {
@@ -154,6 +157,13 @@ struct KafkaSourceConfig {
 struct StoreConfig {
   std::string postgres;  // libpq connection string or URL; DENORMD_POSTGRES overrides
   std::string schema;    // required, a valid SQL identifier
+  // A connection attempt gives up after this long (libpq connect_timeout;
+  // TCP keepalives are on too, so a server that vanishes is noticed).
+  uint64_t connect_timeout_s = 10;
+  // A statement (or a wait for a lock) is cancelled after this long; the
+  // batch then rolls back and is retried. 0 = no limit.
+  uint64_t statement_timeout_ms = 300000;
+  uint64_t lock_timeout_ms = 60000;
 };
 
 struct BatchConfig {
@@ -197,6 +207,21 @@ struct FeedConfig {
 
   // The topic changes of `collection` go to; nullptr when not published.
   const std::string* TopicOf(const std::string& collection) const;
+
+// What `denormd prune` (and `run`, every interval_s) removes: state the
+// engine no longer needs. 0 turns a rule off.
+struct RetentionConfig {
+  // A deleted entity's tombstone (its last version) is what refuses an older
+  // event that arrives after the delete; past this age it is removed, and an
+  // event older than the delete arriving later would bring the entity back.
+  // Keep it above the longest time an event can be redelivered (Kafka's
+  // default topic retention is 7 days).
+  uint64_t tombstone_hours = 168;
+  uint64_t dead_letter_days = 30;      // dead letters received longer ago are removed
+  uint64_t max_dead_letters = 100000;  // beyond this many, the oldest are removed
+  // How often `denormd run` prunes, between batches (0 = never; `denormd
+  // prune` still does). Unlocked lock rows and zero counters are removed too.
+  uint64_t interval_s = 3600;
 };
 
 struct Config {
@@ -205,6 +230,7 @@ struct Config {
   StoreConfig store;
   BatchConfig batch;
   std::optional<FeedConfig> feed;
+  RetentionConfig retention;
   std::vector<std::string> entities;
   std::vector<ProjectionConfig> projections;  // in file order
 

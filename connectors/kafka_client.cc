@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/redact.h"
 
 namespace denormd {
 
@@ -21,8 +22,9 @@ Status SetKafkaProperties(RdKafka::Conf* conf,
   std::string error;
   for (const auto& p : props) {
     if (conf->set(p.first, p.second, error) != RdKafka::Conf::CONF_OK) {
-      return Status::InvalidInput("librdkafka property " + p.first + "=" + p.second + ": " +
-                                  error);
+      const std::string value = IsSecretKey(p.first) ? "***" : p.second;
+      return Status::InvalidInput("librdkafka property " + p.first + "=" + value + ": " +
+                                  RedactSecrets(error));
     }
   }
   return Status::Ok();
@@ -32,6 +34,10 @@ Status SetBaseKafkaProperties(const KafkaSourceConfig& kafka, RdKafka::Conf* con
   return SetKafkaProperties(
       conf, {{"bootstrap.servers", kafka.brokers},
              {"client.id", "denormd-" + Hostname() + "-" + std::to_string(getpid())}});
+}
+
+Status SetUserKafkaProperties(const KafkaSourceConfig& kafka, RdKafka::Conf* conf) {
+  return SetKafkaProperties(conf, kafka.properties);
 }
 
 void KafkaLogger::event_cb(RdKafka::Event& event) {

@@ -110,11 +110,17 @@ void KafkaFeedSink::Close() { producer_.reset(); }
 
 namespace {
 
-// bootstrap.servers and client.id, as every denormd client sets them.
-Status SetFeedBaseProperties(const FeedConfig& feed, RdKafka::Conf* conf) {
+// bootstrap.servers and client.id, as every denormd client sets them, and,
+// when the feed goes to the source's cluster, the user's
+// source.kafka.properties (SASL, TLS) as every client of it gets them.
+Status SetFeedBaseProperties(const Config& config, RdKafka::Conf* conf) {
   KafkaSourceConfig kafka;
-  kafka.brokers = feed.brokers;
-  return SetBaseKafkaProperties(kafka, conf);
+  kafka.brokers = config.feed->brokers;
+  DENORMD_RETURN_IF_ERROR(SetBaseKafkaProperties(kafka, conf));
+  if (config.kafka && config.kafka->brokers == config.feed->brokers) {
+    DENORMD_RETURN_IF_ERROR(SetUserKafkaProperties(*config.kafka, conf));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -123,7 +129,7 @@ Status KafkaFeedSink::Open(FeedProgress* progress) {
   Close();
   reports_->logger.Reset();
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  DENORMD_RETURN_IF_ERROR(SetFeedBaseProperties(feed_, conf.get()));
+  DENORMD_RETURN_IF_ERROR(SetFeedBaseProperties(config_, conf.get()));
   // Room for the largest message the relay sends whole. A broker checks a
   // topic's max.message.bytes against a whole record batch, so batches are
   // kept to feed.max_message_bytes too: small messages batched together are
@@ -234,7 +240,7 @@ Status KafkaFeedSink::CreateTopics() {
 // starts at the partition's beginning (then there is none yet).
 Status KafkaFeedSink::ReadProgress(FeedProgress* progress) {
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  DENORMD_RETURN_IF_ERROR(SetFeedBaseProperties(feed_, conf.get()));
+  DENORMD_RETURN_IF_ERROR(SetFeedBaseProperties(config_, conf.get()));
   DENORMD_RETURN_IF_ERROR(SetKafkaProperties(
       conf.get(), {{"group.id", feed_.transactional_id + ".reader"},  // never joins: assign only
                    {"isolation.level", "read_committed"},

@@ -35,6 +35,7 @@ Status PublishEventLog(const KafkaSourceConfig& kafka, const std::string& topic,
   DENORMD_RETURN_IF_ERROR(SetBaseKafkaProperties(kafka, conf.get()));
   DENORMD_RETURN_IF_ERROR(
       SetKafkaProperties(conf.get(), {{"enable.idempotence", "true"}, {"linger.ms", "20"}}));
+  DENORMD_RETURN_IF_ERROR(SetUserKafkaProperties(kafka, conf.get()));
   std::string error;
   if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(&deliveries), error) !=
       RdKafka::Conf::CONF_OK) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -73,7 +74,7 @@ Status KafkaEventSource::Open() {
           RdKafka::Conf::CONF_OK) {
     return Status::Fatal("librdkafka: " + error);
   }
-  DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf.get(), kafka.properties));
+  DENORMD_RETURN_IF_ERROR(SetUserKafkaProperties(kafka, conf.get()));
   consumer_.reset(RdKafka::KafkaConsumer::create(conf.get(), error));
   if (!consumer_) return Status::InvalidInput("cannot create the Kafka consumer: " + error);
   RdKafka::ErrorCode err = consumer_->subscribe(kafka.topics);
@@ -84,6 +85,7 @@ Status KafkaEventSource::Open() {
     std::unique_ptr<RdKafka::Conf> pconf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
     DENORMD_RETURN_IF_ERROR(SetBaseKafkaProperties(kafka, pconf.get()));
     DENORMD_RETURN_IF_ERROR(SetKafkaProperties(pconf.get(), {{"enable.idempotence", "true"}}));
+    DENORMD_RETURN_IF_ERROR(SetUserKafkaProperties(kafka, pconf.get()));
     if (pconf->set("event_cb", static_cast<RdKafka::EventCb*>(&rebalancer_->logger), error) !=
             RdKafka::Conf::CONF_OK ||
         pconf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(&rebalancer_->deliveries),
@@ -255,36 +257,79 @@ Status KafkaEventSource::Reseek() {
   return AssignFromStore(partitions);
 }
 
+namespace {
+
+// The most of a dead letter's bytes a truncated one keeps.
+constexpr size_t kTruncatedDeadLetterBytes = 64 * 1024;
+
+bool TooLarge(RdKafka::ErrorCode err) {
+  return err == RdKafka::ERR_MSG_SIZE_TOO_LARGE || err == RdKafka::ERR_INVALID_MSG_SIZE;
+}
+
+// Produces one dead letter to `topic` (its first 64 KiB with a
+// denormd-truncated header when `truncate`); `opaque` comes back in its
+// delivery report.
+RdKafka::ErrorCode ProduceDeadLetter(RdKafka::Producer* producer, const std::string& topic,
+                                     const DeadLetter& letter, bool truncate, void* opaque) {
+  const std::string key = letter.at.source + "/" + std::to_string(letter.at.partition) + "/" +
+                          std::to_string(letter.at.position);
+  RdKafka::Headers* headers = RdKafka::Headers::create();
+  headers->add("denormd-reason", letter.reason);
+  headers->add("denormd-source", key);
+  size_t size = letter.raw.size();
+  if (truncate) {
+    headers->add("denormd-truncated", std::to_string(size));
+    size = std::min(size, kTruncatedDeadLetterBytes);
+  }
+  RdKafka::ErrorCode err = producer->produce(
+      topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
+      const_cast<char*>(letter.raw.data()), size, key.data(), key.size(), 0, headers, opaque);
+  if (err != RdKafka::ERR_NO_ERROR) delete headers;  // librdkafka owns them only on success
+  return err;
+}
+
+}  // namespace
+
 Status KafkaEventSource::Publish(const std::vector<DeadLetter>& letters) {
   if (!dead_letter_producer_ || letters.empty()) return Status::Ok();
   DeliveryCounter& deliveries = rebalancer_->deliveries;
-  deliveries.failures = 0;
   const std::string& topic = config_.kafka->dead_letter_topic;
-  for (const DeadLetter& letter : letters) {
-    std::string key = letter.at.source + "/" + std::to_string(letter.at.partition) + "/" +
-                      std::to_string(letter.at.position);
-    RdKafka::Headers* headers = RdKafka::Headers::create();
-    headers->add("denormd-reason", letter.reason);
-    headers->add("denormd-source", key);
-    RdKafka::ErrorCode err = dead_letter_producer_->produce(
-        topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
-        const_cast<char*>(letter.raw.data()), letter.raw.size(), key.data(), key.size(), 0,
-        headers, nullptr);
-    if (err != RdKafka::ERR_NO_ERROR) {
-      delete headers;  // ownership passes to librdkafka only on success
-      return Status::Transient("dead-letter topic " + topic + ": " + RdKafka::err2str(err));
+  // A letter too large for the producer or the broker is sent again with its
+  // first 64 KiB and a denormd-truncated header (its original size): it
+  // never stalls the consumer (the dead_letters table keeps it whole).
+  std::vector<size_t> pending(letters.size());
+  for (size_t i = 0; i < letters.size(); ++i) pending[i] = i;
+  for (bool truncate : {false, true}) {
+    deliveries.Reset();
+    std::vector<size_t> retry;
+    for (size_t i : pending) {
+      void* opaque = reinterpret_cast<void*>(i + 1);
+      RdKafka::ErrorCode err =
+          ProduceDeadLetter(dead_letter_producer_.get(), topic, letters[i], truncate, opaque);
+      if (!truncate && TooLarge(err)) {
+        retry.push_back(i);
+      } else if (err != RdKafka::ERR_NO_ERROR) {
+        return Status::Transient("dead-letter topic " + topic + ": " + RdKafka::err2str(err));
+      }
     }
-  }
-  // flush() serves the delivery reports.
-  RdKafka::ErrorCode err = dead_letter_producer_->flush(10000);
-  if (err != RdKafka::ERR_NO_ERROR) {
-    return Status::Transient("dead-letter topic " + topic + ": not acknowledged in 10 s (" +
-                             RdKafka::err2str(err) + ")");
-  }
-  if (deliveries.failures > 0) {
-    return Status::Transient("dead-letter topic " + topic + ": " +
-                             std::to_string(deliveries.failures) + " not delivered (" +
-                             deliveries.last_error + ")");
+    // flush() serves the delivery reports.
+    RdKafka::ErrorCode err = dead_letter_producer_->flush(10000);
+    if (err != RdKafka::ERR_NO_ERROR) {
+      return Status::Transient("dead-letter topic " + topic + ": not acknowledged in 10 s (" +
+                               RdKafka::err2str(err) + ")");
+    }
+    for (const auto& failure : deliveries.failed) {
+      if (truncate || !TooLarge(failure.second)) {
+        return Status::Transient("dead-letter topic " + topic + ": " +
+                                 std::to_string(deliveries.failures) + " not delivered (" +
+                                 deliveries.last_error + ")");
+      }
+      retry.push_back(reinterpret_cast<size_t>(failure.first) - 1);
+    }
+    if (retry.empty()) return Status::Ok();
+    Log(LogLevel::kWarn, "dead_letter_truncated",
+        {{"topic", topic}, {"letters", static_cast<uint64_t>(retry.size())}});
+    pending = std::move(retry);
   }
   return Status::Ok();
 }
@@ -316,6 +361,7 @@ Status QueryKafkaEndOffsets(const Config& config, std::map<std::string, int64_t>
   if (!config.kafka) return Status::InvalidInput("no source.kafka in the config");
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   DENORMD_RETURN_IF_ERROR(SetBaseKafkaProperties(*config.kafka, conf.get()));
+  DENORMD_RETURN_IF_ERROR(SetUserKafkaProperties(*config.kafka, conf.get()));
   DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf.get(), {{"group.id", config.kafka->group + "-status"},
                                               {"log_level", "0"}}));
   std::string error;

@@ -2,10 +2,12 @@
 
 #include <pqxx/pqxx>
 
+#include "common/redact.h"
+
 namespace denormd {
 
 Status FromPostgresException(const std::exception& e, const std::string& what) {
-  std::string message = what + ": " + e.what();
+  std::string message = what + ": " + RedactSecrets(e.what());
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
   if (dynamic_cast<const pqxx::in_doubt_error*>(&e) != nullptr) {
     return Status::Transient("commit outcome unknown (connection lost during commit): " + message);
@@ -21,7 +23,12 @@ Status FromPostgresException(const std::exception& e, const std::string& what) {
     const std::string state = sql->sqlstate();
     // 40xxx: serialization failure, deadlock; 08xxx: connection; 57P0x:
     // server shutting down or starting; 53xxx: out of resources.
-    if (state == "55P03") return Status::Busy(message);  // lock_not_available (NOWAIT)
+    // 55P03 lock_not_available: a lock_timeout (retry the batch; a NOWAIT
+    // refusal is told apart by the caller, LockRows); 57014 query_canceled:
+    // a statement_timeout or a cancel request.
+    if (state == "55P03" || state == "57014") {
+      return Status::Transient(message + " (SQLSTATE " + state + ")");
+    }
     // 22xxx: data exception (a value PostgreSQL cannot take); 54xxx: program
     // limit exceeded (an index row too large); 23xxx: integrity constraint.
     // The data itself is refused: a retry fails the same way, and the batch

@@ -1,6 +1,8 @@
 #include "connectors/postgres_store.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include <pqxx/pqxx>
 
@@ -16,8 +18,48 @@ std::string PostgresConnectionString(const Config& config) {
   return config.store.postgres;
 }
 
+namespace {
+
+bool SharedCollection(const Config& config, const std::string& collection) {
+  for (const ProjectionConfig& projection : config.projections) {
+    if (projection.collection == collection && projection.shared_collection) return true;
+  }
+  return false;
+}
+
+bool IsUrl(const std::string& conninfo) {
+  return conninfo.rfind("postgresql://", 0) == 0 || conninfo.rfind("postgres://", 0) == 0;
+}
+
+// `conninfo` with denormd's connection defaults added where it does not set
+// them itself: connect_timeout, and TCP keepalives (a server that vanishes
+// without closing the connection is noticed within about a minute).
+std::string WithConnectionDefaults(const std::string& conninfo, const StoreConfig& store) {
+  const std::vector<std::pair<std::string, std::string>> defaults = {
+      {"connect_timeout", std::to_string(store.connect_timeout_s)},
+      {"keepalives", "1"},
+      {"keepalives_idle", "30"},
+      {"keepalives_interval", "10"},
+      {"keepalives_count", "3"},
+  };
+  std::string out = conninfo;
+  const bool url = IsUrl(conninfo);
+  for (const auto& setting : defaults) {
+    if (conninfo.find(setting.first + "=") != std::string::npos) continue;
+    if (url) {
+      out += (out.find('?') == std::string::npos ? "?" : "&") + setting.first + "=" + setting.second;
+    } else {
+      out += (out.empty() ? "" : " ") + setting.first + "=" + setting.second;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 struct PostgresStore::Connection {
-  explicit Connection(const std::string& options) : pq(options), state(pq) {
+  Connection(const std::string& options, const StoreConfig& store)
+      : pq(WithConnectionDefaults(options, store)), state(pq) {
     // Every statement of the engine is a keyed lookup or a range of one key,
     // for which an index nested loop is the right plan at any table size.
     // Tables that grow fast (a first load) have statistics minutes old, with
@@ -29,9 +71,14 @@ struct PostgresStore::Connection {
     // lz4 (PostgreSQL 14+, when built with it) compresses about twice as fast
     // as the default pglz: a bucket rewrite of 237 documents of 100 comments
     // took 31 ms instead of 70 ms. Values already stored keep their method.
+    //
+    // A hung statement or lock wait is cancelled after the configured
+    // timeouts (the batch rolls back and is retried).
     pqxx::nontransaction session(pq);
     session.exec("set enable_seqscan = off; set enable_hashjoin = off;"
                  " set enable_mergejoin = off;"
+                 " set statement_timeout = " + std::to_string(store.statement_timeout_ms) + ";"
+                 " set lock_timeout = " + std::to_string(store.lock_timeout_ms) + ";"
                  " select set_config('default_toast_compression', 'lz4', false) from pg_settings"
                  " where name = 'default_toast_compression' and 'lz4' = any(enumvals)");
   }
@@ -62,8 +109,10 @@ PostgresStore::~PostgresStore() = default;
 Status PostgresStore::Connect() {
   if (connection_ && connection_->pq.is_open()) return Status::Ok();
   connection_.reset();
+  backend_pid_.store(0);
   return Guard("connecting to PostgreSQL", [&] {
-    connection_ = std::make_unique<Connection>(connection_string_);
+    connection_ = std::make_unique<Connection>(connection_string_, config_.store);
+    backend_pid_.store(connection_->pq.backendpid());
   });
 }
 
@@ -130,6 +179,9 @@ Status PostgresStore::CreateTables() {
       for (const char* index : {"_by_pk", "_by_lo", "_by_seq", "_by_number"}) {
         relations.push_back(s + work.quote_name(collection + index));
       }
+      if (SharedCollection(config_, collection)) {
+        relations.push_back(s + work.quote_name(collection + "_key"));
+      }
     }
     complete = work.exec_params1("select count(*) from unnest($1::text[]) r"
                                  " where to_regclass(r) is null",
@@ -193,9 +245,17 @@ Status PostgresStore::CreateTables() {
       // Bucket documents also keep where they sit in their group: seq (what
       // readers page by), number (of the id), the first member's key (lo)
       // and the member count; other documents leave these null.
-      work.exec("create table if not exists " + table +
-                " (id text collate \"C\" primary key, doc jsonb not null, pk text collate \"C\","
-                " projection text not null)");
+      // A collection several projections write is keyed on (pk, id), as in
+      // the article's model (an id is unique within its partition); any
+      // other on id.
+      const bool shared = SharedCollection(config_, collection);
+      work.exec("create table if not exists " + table + " (id text collate \"C\" " +
+                (shared ? "not null" : "primary key") +
+                ", doc jsonb not null, pk text collate \"C\", projection text not null)");
+      if (shared) {
+        work.exec("create unique index if not exists " + work.quote_name(collection + "_key") +
+                  " on " + table + " ((coalesce(pk, '')), id)");
+      }
       work.exec("alter table " + table +
                 " add column if not exists seq bigint, add column if not exists number bigint,"
                 " add column if not exists lo_sort bytea,"
@@ -225,7 +285,7 @@ Status PostgresStore::ProvisionLockRows(const std::string& key_array) {
   if (!provisioner_ || !provisioner_->pq.is_open()) {
     provisioner_.reset();
     DENORMD_RETURN_IF_ERROR(Guard("connecting to PostgreSQL (lock rows)", [&] {
-      provisioner_ = std::make_unique<Connection>(connection_string_);
+      provisioner_ = std::make_unique<Connection>(connection_string_, config_.store);
     }));
   }
   return Guard("creating lock rows", [&] {
@@ -278,6 +338,114 @@ Status PostgresStore::Summarize(StoreSummary* out) {
       out->feed_sequence = state[0][1].as<uint64_t>();
       out->feed_published_seconds_ago = state[0][2].as<double>();
     }
+  });
+}
+
+Status PostgresStore::Prune(const RetentionConfig& retention, size_t chunk_rows,
+                            PruneReport* report,
+                            const std::function<void(const PruneReport&)>& progress,
+                            const std::function<bool()>& stop) {
+  DENORMD_RETURN_IF_ERROR(Connect());
+  const std::string s = connection_->pq.quote_name(config_.store.schema);
+  const std::string limit = std::to_string(std::max<size_t>(chunk_rows, 1));
+  const auto stopped = [&] { return stop && stop(); };
+  const auto told = [&] {
+    if (progress) progress(*report);
+  };
+  // Runs `sql` (one chunk: returns the chunk's last key columns, then the
+  // number of rows removed) from the start of the key space until a chunk
+  // comes back empty. `key_columns` is how many key columns the statement
+  // takes as $1.. and returns first.
+  const auto sweep = [&](const std::string& what, const std::string& sql, size_t key_columns,
+                         uint64_t* removed) -> Status {
+    std::vector<std::optional<std::string>> after(key_columns);  // null: from the start
+    while (!stopped()) {
+      bool done = false;
+      DENORMD_RETURN_IF_ERROR(Guard(what, [&] {
+        pqxx::nontransaction work(connection_->pq);
+        pqxx::row row = key_columns == 1   ? work.exec_params1(sql, after[0])
+                        : key_columns == 2 ? work.exec_params1(sql, after[0], after[1])
+                                           : work.exec_params1(sql, after[0], after[1], after[2]);
+        if (row[0].is_null()) {
+          done = true;  // nothing left to look at
+          return;
+        }
+        for (size_t i = 0; i < key_columns; ++i) after[i] = row[static_cast<int>(i)].c_str();
+        *removed += row[static_cast<int>(key_columns)].as<uint64_t>();
+      }));
+      told();
+      if (done) break;
+    }
+    return Status::Ok();
+  };
+
+  if (retention.tombstone_hours > 0) {
+    // In key order, a chunk of entities at a time (no index on age: one
+    // would make every update of an entity a non-HOT update).
+    DENORMD_RETURN_IF_ERROR(sweep(
+        "pruning tombstones",
+        "with c as (select type, id from " + s + ".entities where $1::text is null or (type, id)"
+        " > ($1, $2) order by type, id limit " + limit + "),"
+        " doomed as (select e.type, e.id from " + s + ".entities e join c using (type, id)"
+        " where e.deleted and e.updated_at < now() - make_interval(hours => " +
+            std::to_string(retention.tombstone_hours) + ") for update of e skip locked),"
+        " gone as (delete from " + s + ".entities e using doomed d"
+        " where e.type = d.type and e.id = d.id returning 1)"
+        " select l.type, l.id, (select count(*) from gone) from (select 1) one left join"
+        " (select type, id from c order by type desc, id desc limit 1) l on true",
+        2, &report->tombstones));
+  }
+  if (retention.dead_letter_days > 0 || retention.max_dead_letters > 0) {
+    std::vector<std::string> rules;
+    if (retention.dead_letter_days > 0) {
+      rules.push_back("d.received_at < now() - make_interval(days => " +
+                      std::to_string(retention.dead_letter_days) + ")");
+    }
+    if (retention.max_dead_letters > 0) {
+      rules.push_back("d.seq <= (select seq from " + s + ".dead_letters order by seq desc offset " +
+                      std::to_string(retention.max_dead_letters) + " limit 1)");
+    }
+    std::string rule = rules[0];
+    if (rules.size() > 1) rule = "(" + rules[0] + " or " + rules[1] + ")";
+    DENORMD_RETURN_IF_ERROR(sweep(
+        "pruning dead letters",
+        "with c as (select seq from " + s + ".dead_letters where ($1::bigint is null or seq > $1)"
+        " order by seq limit " + limit + "),"
+        " gone as (delete from " + s + ".dead_letters d using c where d.seq = c.seq and " +
+            rule + " returning 1)"
+        " select (select max(seq) from c), (select count(*) from gone)",
+        1, &report->dead_letters));
+  }
+  DENORMD_RETURN_IF_ERROR(sweep(
+      "pruning lock rows",
+      "with c as (select key from " + s + ".locks where ($1::bigint is null or key > $1)"
+      " order by key limit " + limit + "),"
+      " doomed as (select l.key from " + s + ".locks l join c using (key)"
+      " for update of l skip locked),"
+      " gone as (delete from " + s + ".locks l using doomed d where l.key = d.key returning 1)"
+      " select (select max(key) from c), (select count(*) from gone)",
+      1, &report->lock_rows));
+  DENORMD_RETURN_IF_ERROR(sweep(
+      "pruning zero counts",
+      "with c as (select type, field, target from " + s + ".ref_counts where $1::text is null or"
+      " (type, field, target) > ($1, $2, $3) order by type, field, target limit " + limit + "),"
+      " doomed as (select r.type, r.field, r.target from " + s + ".ref_counts r"
+      " join c using (type, field, target) where r.count = 0 for update of r skip locked),"
+      " gone as (delete from " + s + ".ref_counts r using doomed d where r.type = d.type"
+      " and r.field = d.field and r.target = d.target returning 1)"
+      " select l.type, l.field, l.target, (select count(*) from gone) from (select 1) one"
+      " left join (select * from c order by type desc, field desc, target desc limit 1) l on true",
+      3, &report->zero_counts));
+  return Status::Ok();
+}
+
+Status PostgresStore::CancelRunningStatement() {
+  const int pid = backend_pid_.load();
+  if (pid == 0) return Status::Ok();
+  return Guard("cancelling the running statement", [&] {
+    pqxx::connection canceller(WithConnectionDefaults(connection_string_, config_.store));
+    pqxx::nontransaction work(canceller);
+    work.exec_params("select pg_cancel_backend($1)", pid);
   });
 }
 

@@ -23,6 +23,8 @@
 #ifndef DENORMD_CONNECTORS_POSTGRES_STORE_H_
 #define DENORMD_CONNECTORS_POSTGRES_STORE_H_
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +54,15 @@ struct StoreSummary {
   double feed_published_seconds_ago = 0;
 };
 
+// What one prune removed.
+struct PruneReport {
+  uint64_t tombstones = 0;    // entities rows of deletes older than the horizon
+  uint64_t dead_letters = 0;  // by age and beyond the count cap
+  uint64_t lock_rows = 0;     // locks rows no batch held
+  uint64_t zero_counts = 0;   // ref_counts rows at 0
+  uint64_t total() const { return tombstones + dead_letters + lock_rows + zero_counts; }
+};
+
 class PostgresStore : public Store {
  public:
   // Does not connect; Open() does.
@@ -72,6 +83,25 @@ class PostgresStore : public Store {
 
   Status Summarize(StoreSummary* out);
 
+  // Cancels the statement the store's connection is running, if any (a batch
+  // stuck behind a lock or a hung server): the batch then fails and rolls
+  // back. Thread-safe: meant for another thread (a stop request); it opens a
+  // short connection of its own and asks the server to cancel.
+  Status CancelRunningStatement();
+
+  // Removes the state `retention` says is no longer needed (see
+  // RetentionConfig): tombstones past the horizon, old dead letters and those
+  // beyond the cap, lock rows no transaction holds, counters at zero. Works in
+  // chunks of `chunk_rows`, each its own short transaction that skips rows a
+  // batch has locked, so it is safe beside running instances (a lock row or
+  // counter removed is recreated by the next batch that needs it; a tombstone
+  // updated meanwhile is not removed). `progress` (may be empty) is told the
+  // totals after every chunk; `stop` (may be empty) is asked before every
+  // chunk and ends the prune early, with what was removed so far kept.
+  Status Prune(const RetentionConfig& retention, size_t chunk_rows, PruneReport* report,
+               const std::function<void(const PruneReport&)>& progress,
+               const std::function<bool()>& stop);
+
   // Runs one SQL statement outside the engine (tests, tools). Returns rows as
   // text, tab-separated.
   Status Execute(const std::string& sql, std::vector<std::string>* rows = nullptr);
@@ -89,6 +119,7 @@ class PostgresStore : public Store {
   struct Connection;  // wraps pqxx::connection, kept out of this header
   std::unique_ptr<Connection> connection_;
   std::unique_ptr<Connection> provisioner_;  // autocommit, for lock rows
+  std::atomic<int> backend_pid_{0};           // of connection_, for cancelling
 };
 
 }  // namespace denormd

@@ -366,6 +366,42 @@ class PostgresTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
+  Status RowsOf(const std::vector<EntityKey>& entities, std::vector<StoredRow>* out) override {
+    if (entities.empty()) return Status::Ok();
+    std::vector<std::string> types, ids;
+    for (const EntityKey& key : entities) {
+      types.push_back(key.type);
+      ids.push_back(key.id);
+    }
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("reading index rows", [&] {
+      rows = Run("select r.type, r.id, r.field, r.target, encode(r.sort, 'hex') from " + schema_ +
+                     ".refs r join unnest($1::text[], $2::text[]) k(type, id)"
+                     " on r.type = k.type and r.id = k.id",
+                 PgTextArray(types), PgTextArray(ids));
+    }));
+    for (const auto& row : rows) {
+      out->push_back({{row[0].c_str(), row[1].c_str()}, row[2].c_str(), row[3].c_str(),
+                      HexDecode(row[4].c_str())});
+    }
+    return Status::Ok();
+  }
+
+  Status RecountTargets() override {
+    const std::string counts = schema_ + ".ref_counts";
+    return Guard("recounting the reference index", [&] {
+      Run("with actual as (select type, field, target, count(*) as n from " + schema_ +
+          ".refs group by 1, 2, 3),"
+          " fixed as (insert into " + counts + " as c (type, field, target, count)"
+          " select type, field, target, n from actual order by 1, 2, 3"
+          " on conflict (type, field, target) do update set count = excluded.count"
+          " where c.count <> excluded.count)"
+          " update " + counts + " c set count = 0 where c.count <> 0 and not exists ("
+          "select 1 from actual a where a.type = c.type and a.field = c.field"
+          " and a.target = c.target)");
+    });
+  }
+
   // ---- DocumentTables
 
   Status Upsert(const ProjectionConfig& projection, const std::vector<DocumentRow>& rows,
@@ -389,12 +425,54 @@ class PostgresTransaction : public StoreTransaction,
       w.EndObject();
     }
     w.EndArray();
-    const std::string insert =
-        "insert into " + Table(projection) +
+    // A shared collection is keyed on (pk, id): a document whose key another
+    // projection's document holds is refused as data, naming both (the
+    // batch loop then finds the event responsible).
+    const bool shared = projection.shared_collection;
+    const std::string key = shared ? "((coalesce(pk, '')), id)" : "(id)";
+    const std::string values =
+        "x as (select * from jsonb_to_recordset($1::jsonb) as x(id text, doc jsonb, pk text,"
+        " seq bigint, number bigint, lo_sort text, lo_id text, members integer))";
+    // A document whose partition key changed moves: its row under the old
+    // key goes (`moved`; that key differs from every key inserted).
+    const std::string clash =
+        shared ? ", clash as (select c.id, c.pk, c.projection from " + Table(projection) +
+                     " c join x on coalesce(c.pk, '') = coalesce(x.pk, '') and c.id = x.id"
+                     " where c.projection <> $2),"
+                     " moved as (delete from " + Table(projection) + " c using x"
+                     " where c.projection = $2 and c.id = x.id"
+                     " and coalesce(c.pk, '') <> coalesce(x.pk, '')"
+                     " and not exists (select 1 from clash) returning c.id, c.pk)"
+               : "";
+    // Change capture (published collections): the rows written go to the
+    // outbox in the same statement, and so does a document that left its
+    // old pk — deleted under the old key (`moved` in a shared collection;
+    // in a collection of one projection with a partition key, the row keeps
+    // its id and the old pk is read before the statement writes: all its
+    // parts see one snapshot).
+    const bool captured = Captured(projection);
+    const bool old_pk = captured && !shared && capture_.partitioned.count(projection.collection);
+    const std::string old_pks =
+        old_pk ? ", o as (select c.id, c.pk from " + Table(projection) +
+                     " c where c.id in (select id from x))"
+               : "";
+    std::string capture;
+    if (captured) {
+      std::string changes = "select w.id, w.pk, w.doc, 1 as k from w";
+      if (shared) {
+        changes = "select m.id, m.pk, null::jsonb as doc, 0 as k from moved m union all " + changes;
+      } else if (old_pk) {
+        changes = "select o.id, o.pk, null::jsonb as doc, 0 as k from w join o on o.id = w.id"
+                  " where o.pk is distinct from w.pk union all " + changes;
+      }
+      capture = ", " + CaptureCte("(" + changes + ")");
+    }
+    const std::string sql =
+        "with " + values + clash + old_pks + ", w as (insert into " + Table(projection) +
         " as c (id, doc, pk, projection, seq, number, lo_sort, lo_id, members)"
         " select x.id, x.doc, x.pk, $2, x.seq, x.number, decode(x.lo_sort, 'hex'), x.lo_id,"
-        " x.members from x"
-        " on conflict (id) do update set doc = excluded.doc, pk = excluded.pk,"
+        " x.members from x" + (shared ? " where not exists (select 1 from clash)" : "") +
+        " on conflict " + key + " do update set doc = excluded.doc, pk = excluded.pk,"
         " projection = excluded.projection, seq = excluded.seq, number = excluded.number,"
         " lo_sort = excluded.lo_sort, lo_id = excluded.lo_id, members = excluded.members"
         " where c.doc is distinct from excluded.doc or c.pk is distinct from excluded.pk"
@@ -402,37 +480,26 @@ class PostgresTransaction : public StoreTransaction,
         " or c.seq is distinct from excluded.seq or c.number is distinct from excluded.number"
         " or c.lo_sort is distinct from excluded.lo_sort"
         " or c.lo_id is distinct from excluded.lo_id"
-        " or c.members is distinct from excluded.members";
-    const std::string rows_cte =
-        "x as (select * from jsonb_to_recordset($1::jsonb) as x(id text, doc jsonb, pk text,"
-        " seq bigint, number bigint, lo_sort text, lo_id text, members integer))";
-    return Guard("writing documents of " + projection.name, [&] {
-      if (!Captured(projection)) {
-        pqxx::result result = Run("with " + rows_cte + " " + insert, Text(buffer), projection.name);
-        *written += result.affected_rows();
-        return;
-      }
-      // The rows written go to the outbox in the same statement. A document
-      // of a partitioned collection whose pk changes is also captured as
-      // deleted under its old pk (the feed's key holds the pk): the old pks
-      // are read before the statement writes (all its parts see one snapshot).
-      const bool partitioned = capture_.partitioned.count(projection.collection) > 0;
-      const std::string old_pks =
-          partitioned ? " o as (select c.id, c.pk from " + Table(projection) +
-                            " c where c.id in (select id from x)),"
-                      : "";
-      const std::string changes =
-          partitioned ? "select o.id, o.pk, null::jsonb as doc, 0 as k from w join o on o.id = w.id"
-                        " where o.pk is distinct from w.pk union all"
-                        " select w.id, w.pk, w.doc, 1 from w"
-                      : "select w.id, w.pk, w.doc, 1 as k from w";
-      pqxx::result result = Run(
-          "with " + rows_cte + "," + old_pks + " w as (" + insert +
-              " returning c.id, c.pk, c.doc), " + CaptureCte("(" + changes + ")") +
-              " select count(*) from w",
-          Text(buffer), projection.name, projection.collection, change_source_);
-      *written += result[0][0].as<uint64_t>();
-    });
+        " or c.members is distinct from excluded.members returning " +
+        (captured ? "c.id, c.pk, c.doc" : "1") + ")" + capture +
+        " select (select count(*) from w)" + (shared ? " + (select count(*) from moved)" : "") +
+        (shared ? ", (select id || ' (partition ' || coalesce(pk, 'none') || ') of projection '"
+                  " || projection from clash limit 1)"
+                : "");
+    pqxx::result result;
+    DENORMD_RETURN_IF_ERROR(Guard("writing documents of " + projection.name, [&] {
+      result = captured ? Run(sql, Text(buffer), projection.name, projection.collection,
+                              change_source_)
+                        : Run(sql, Text(buffer), projection.name);
+    }));
+    if (shared && !result[0][1].is_null()) {
+      return Status::InvalidInput("collection " + projection.collection + ": a document of " +
+                                  projection.name + " has the key of document " +
+                                  result[0][1].c_str() + " (documents of a shared collection "
+                                  "need unique (partition key, id) pairs)");
+    }
+    *written += result[0][0].as<uint64_t>();
+    return Status::Ok();
   }
 
   Status Delete(const ProjectionConfig& projection, const std::vector<std::string>& ids,
@@ -732,11 +799,18 @@ class PostgresTransaction : public StoreTransaction,
   Status LockRows(const std::vector<int64_t>& ids, const std::string& nowait,
                   std::vector<int64_t>* locked) {
     pqxx::result rows;
-    DENORMD_RETURN_IF_ERROR(Guard("locking " + std::to_string(ids.size()) + " keys", [&] {
+    const std::string what = "locking " + std::to_string(ids.size()) + " keys";
+    try {
       rows = Run("select key from " + schema_ +
                      ".locks where key = any($1::bigint[]) order by key for update" + nowait,
                  PgBigintArray(ids));
-    }));
+    } catch (const pqxx::sql_error& e) {
+      // Without waiting, a held lock is Busy: roll back and try again.
+      if (!nowait.empty() && e.sqlstate() == "55P03") return Status::Busy(what + ": a key is held");
+      return FromPostgresException(e, what);
+    } catch (const std::exception& e) {
+      return FromPostgresException(e, what);
+    }
     for (const auto& row : rows) locked->push_back(row[0].as<int64_t>());
     return Status::Ok();
   }

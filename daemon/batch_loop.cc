@@ -9,6 +9,12 @@
 
 namespace denormd {
 
+namespace {
+
+constexpr int kDeadLetterAttempts = 3;
+
+}  // namespace
+
 BatchLoop::BatchLoop(EventSource& source, const Decoder& decoder, const BatchApplier& applier,
                      Store& store, DeadLetterSink* dead_letters, BatchLoopOptions options,
                      BatchLoopHooks hooks, const std::atomic<bool>& stopping)
@@ -72,6 +78,15 @@ Status BatchLoop::ApplyWithRetry(const std::vector<RawRecord>& records, const st
     if (!dead_letters_published) {
       status = dead_letters_->Publish(batch.dead_letters);
       dead_letters_published = status.ok();
+      // The dead-letter topic is a copy: after three failed attempts the
+      // batch applies without it (the dead_letters table keeps every letter).
+      if (!status.ok() && attempt >= kDeadLetterAttempts) {
+        Log(LogLevel::kError, "dead_letters_not_published",
+            {{"letters", static_cast<uint64_t>(batch.dead_letters.size())},
+             {"error", status.message()}});
+        dead_letters_published = true;
+        status = Status::Ok();
+      }
     }
     BatchStats stats;
     if (status.ok()) status = applier_.Apply(&store_, batch, &stats);

@@ -15,8 +15,15 @@
 // everything else applies, so no record can stop the run for good. Anything
 // else ends the run with nothing of that batch committed.
 //
+// Dead letters go to the DeadLetterSink before the batch is applied (so a
+// crash after publishing and before the commit publishes them again: the
+// topic is at-least-once, keyed source/partition/position; the dead_letters
+// table is exactly-once); after three failed attempts to publish, the batch
+// applies without them.
+//
 // Logs: batch_retry, batch_recovered, batch_fenced, batch_abandoned_for_stop,
-// batch_split, record_refused, bucket_tails_rendered.
+// batch_split, record_refused, dead_letters_not_published,
+// bucket_tails_rendered.
 // Not thread-safe; `stopping` may be set from a signal handler.
 #ifndef DENORMD_DAEMON_BATCH_LOOP_H_
 #define DENORMD_DAEMON_BATCH_LOOP_H_

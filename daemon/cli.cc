@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/process.h"
+#include "common/redact.h"
 #include "config/config.h"
 #include "connectors/kafka_publisher.h"
 #include "connectors/kafka_source.h"
@@ -17,6 +19,7 @@
 #include "daemon/engine.h"
 #include "daemon/replay.h"
 #include "daemon/run.h"
+#include "daemon/test_command.h"
 #include "projections/derivations/registry.h"
 #include "projections/maintenance.h"
 
@@ -39,10 +42,16 @@ Commands:
   status                   stream positions, Kafka lag, documents per collection,
                            dead letters
   check                    validate the config; list every error with its place
+  prune                    remove what retention (in the config) no longer keeps:
+                           tombstones past the horizon, old dead letters, unused lock
+                           rows and zero counters; safe while instances run
   publish FILE...          send JSON Lines event logs to the first source.kafka topic
                            (or --topic), keyed type:id; for loading and demos
   relay                    publish the change feed (feed in the config) until SIGTERM or
                            SIGINT, without consuming; `run` does it too unless --no-relay
+  test FILE...             apply JSON Lines event logs in memory (no PostgreSQL, no
+                           Kafka: nothing connects) and check the documents they make;
+                           dead letters are listed with line and reason
 
 Options:
   -c, --config FILE        the YAML configuration (required; see docs/configuration.md)
@@ -54,8 +63,14 @@ Options:
   --metrics-address ADDR   run: address to listen on (default 127.0.0.1)
   --no-relay               run: leave the change feed to `denormd relay` processes
   --topic TOPIC            publish: the topic (default: the first of source.kafka.topics)
+  --expect FILE            test: compare with FILE ({"collections": {NAME: {ID: DOC}},
+                           "dead": N, "stale": N}); list each difference; exit 1 if any
+  --update                 test: write the --expect FILE from the result instead
+  --dump                   test: print the result as such a JSON object on stdout
+  --batch N[,N...]         test: run the logs at each batch size (default
+                           batch.max_events); exit 1 if any two results differ
   -q, --quiet              no progress output, warnings and errors only
-  -v, --verbose            debug log lines
+  -v, --verbose            debug log lines; test: every difference (else the first 100)
   -h, --help               this text
 
 Environment:
@@ -64,12 +79,14 @@ Environment:
                            feed's when it has none of its own)
   DENORMD_FEED_BROKERS     bootstrap servers of the change feed (overrides feed.brokers)
 
-Exit status: 0 success; 1 failure, or differences found by verify; 2 bad usage or config.
+Exit status: 0 success; 1 failure, or differences found by verify or test; 2 bad usage
+or config.
 
 Examples:
   denormd check -c library.yaml
   denormd replay -c library.yaml events.jsonl
   denormd verify -c library.yaml books authors
+  denormd test -c library.yaml events.jsonl --expect expected.json --batch 1,7,5000
   DENORMD_POSTGRES=postgresql://127.0.0.1:5432/denorm denormd run -c library.yaml --metrics-port 9464
 )";
 
@@ -82,6 +99,11 @@ struct Arguments {
   std::string metrics_address = "127.0.0.1";
   std::string topic;
   bool no_relay = false;
+  // test
+  std::optional<std::string> expect;
+  bool update = false;
+  bool dump = false;
+  std::vector<size_t> batch_sizes;
   bool quiet = false;
   bool verbose = false;
   bool help = false;
@@ -144,6 +166,26 @@ Status ParseArguments(const std::vector<std::string>& args, Arguments* out) {
       out->topic = v;
     } else if (arg == "--no-relay") {
       out->no_relay = true;
+    } else if (is("--expect")) {
+      if (!value(&v) || v.empty()) return Status::InvalidInput("--expect needs a file");
+      out->expect = v;
+    } else if (arg == "--update") {
+      out->update = true;
+    } else if (arg == "--dump") {
+      out->dump = true;
+    } else if (is("--batch")) {
+      if (!value(&v)) return Status::InvalidInput("--batch needs batch sizes, e.g. 1,7,5000");
+      out->batch_sizes.clear();
+      for (size_t start = 0; start <= v.size();) {
+        size_t comma = std::min(v.find(',', start), v.size());
+        uint64_t n = 0;
+        if (!ParseNumber(v.substr(start, comma - start), &n) || n == 0) {
+          return Status::InvalidInput("--batch needs whole numbers >= 1 separated by commas, "
+                                      "e.g. 1,7,5000 (got \"" + v + "\")");
+        }
+        out->batch_sizes.push_back(n);
+        start = comma + 1;
+      }
     } else if (arg == "-q" || arg == "--quiet") {
       out->quiet = true;
     } else if (arg == "-v" || arg == "--verbose") {
@@ -225,7 +267,8 @@ int OpenEngine(const Arguments& args, std::unique_ptr<Engine>* out,
       std::cerr << "denormd " << args.command << ": " << status.message() << "\n";
       return kExitUsage;
     }
-    std::cerr << "denormd: cannot open the store (" << (connection.empty() ? "libpq defaults" : connection)
+    std::cerr << "denormd: cannot open the store ("
+              << (connection.empty() ? "libpq defaults" : RedactSecrets(connection))
               << "): " << status.message() << "\n";
     return kExitFailure;
   }
@@ -404,6 +447,39 @@ int StatusCommand(const Arguments& args) {
   return kExitOk;
 }
 
+int PruneCommand(const Arguments& args) {
+  std::unique_ptr<Engine> engine;
+  if (int code = OpenEngine(args, &engine, /*allow_stale_index=*/true)) return code;
+  const RetentionConfig& retention = engine->config.retention;
+  const bool progress = !args.quiet && isatty(STDERR_FILENO);
+  auto start = std::chrono::steady_clock::now();
+  PruneReport report;
+  Status status = engine->store.Prune(
+      retention, 10000, &report,
+      [progress](const PruneReport& so_far) {
+        if (progress) std::fprintf(stderr, "\r%s rows removed   ", FormatCount(so_far.total()).c_str());
+      },
+      nullptr);
+  if (progress) std::fprintf(stderr, "\n");
+  if (!status.ok()) {
+    std::cerr << "denormd prune: " << status.message() << " (" << FormatCount(report.total())
+              << " rows removed before it)\n";
+    return kExitFailure;
+  }
+  std::cout << "prune: " << FormatCount(report.tombstones) << " tombstones";
+  if (retention.tombstone_hours == 0) {
+    std::cout << " (kept: retention.tombstone_hours is 0)";
+  } else {
+    std::cout << " older than " << retention.tombstone_hours << " h";
+  }
+  std::cout << ", " << FormatCount(report.dead_letters) << " dead letters, "
+            << FormatCount(report.lock_rows) << " lock rows, " << FormatCount(report.zero_counts)
+            << " zero counters removed (" << std::fixed;
+  std::cout.precision(2);
+  std::cout << SecondsSince(start) << " s)\n";
+  return kExitOk;
+}
+
 int Publish(const Arguments& args) {
   std::optional<Config> config = LoadConfigOrReport(args.config_path);
   if (!config) return kExitUsage;
@@ -443,6 +519,38 @@ int Relay(const Arguments& args) {
   return RunRelay(std::move(*config), options);
 }
 
+int Test(const Arguments& args) {
+  if (args.rest.empty()) {
+    std::cerr << "denormd test: name at least one event log (or - for stdin)\n";
+    return kExitUsage;
+  }
+  if (args.update && !args.expect) {
+    std::cerr << "denormd test: --update writes the --expect FILE; name it\n";
+    return kExitUsage;
+  }
+  if (args.batch_size && !args.batch_sizes.empty()) {
+    std::cerr << "denormd test: give --batch or --batch-size, not both\n";
+    return kExitUsage;
+  }
+  TestCommandOptions options;
+  options.logs = args.rest;
+  options.expect = args.expect;
+  options.update = args.update;
+  options.dump = args.dump;
+  options.batch_sizes = args.batch_sizes;
+  if (args.batch_size) options.batch_sizes = {*args.batch_size};
+  options.list_all = args.verbose;
+  const bool stdin_log = std::find(options.logs.begin(), options.logs.end(), "-") != options.logs.end();
+  if (stdin_log && options.batch_sizes.size() > 1) {
+    std::cerr << "denormd test: stdin can be read once: give the log as a file to run it at "
+                 "several batch sizes\n";
+    return kExitUsage;
+  }
+  std::optional<Config> config = LoadConfigOrReport(args.config_path);
+  if (!config) return kExitUsage;
+  return RunTestCommand(*config, options, std::cout, std::cerr);
+}
+
 int Run(const Arguments& args) {
   std::optional<Config> config = LoadConfigOrReport(args.config_path);
   if (!config) return kExitUsage;
@@ -477,18 +585,23 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (args.quiet) SetLogLevel(LogLevel::kWarn);
   const std::string& c = args.command;
   bool known = c == "run" || c == "replay" || c == "rebuild" || c == "verify" || c == "status" ||
-               c == "check" || c == "publish" || c == "relay";
+               c == "check" || c == "publish" || c == "test" || c == "prune" || c == "relay";
   if (!known) {
     std::cerr << "denormd: " << (c.empty() ? "no command given" : "unknown command \"" + c + "\"")
-              << " (expected run, relay, replay, rebuild, verify, status, check or publish; see "
-                 "--help)\n";
+              << " (expected run, relay, replay, rebuild, verify, status, check, prune, publish "
+                 "or test; see --help)\n";
+    return kExitUsage;
+  }
+  if (c != "test" && (args.expect || args.update || args.dump || !args.batch_sizes.empty())) {
+    std::cerr << "denormd " << c << ": --expect, --update, --dump and --batch are options of "
+                 "`denormd test`\n";
     return kExitUsage;
   }
   if (args.config_path.empty()) {
     std::cerr << "denormd " << c << ": -c CONFIG is required (see --help)\n";
     return kExitUsage;
   }
-  if ((c == "run" || c == "relay" || c == "status" || c == "check") && !args.rest.empty()) {
+  if ((c == "run" || c == "relay" || c == "status" || c == "check" || c == "prune") && !args.rest.empty()) {
     std::cerr << "denormd " << c << ": unexpected argument \"" << args.rest[0] << "\"\n";
     return kExitUsage;
   }
@@ -499,6 +612,8 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (c == "status") return StatusCommand(args);
   if (c == "publish") return Publish(args);
   if (c == "relay") return Relay(args);
+  if (c == "prune") return PruneCommand(args);
+  if (c == "test") return Test(args);
   return Run(args);
 }
 

@@ -10,10 +10,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <chrono>
 #include <cstring>
 #include <exception>
 #include <utility>
+#include <vector>
 
 #include "common/log.h"
 
@@ -21,7 +24,7 @@ namespace denormd {
 
 namespace {
 
-constexpr int kListenBacklog = 16;
+constexpr int kListenBacklog = SOMAXCONN;
 // After the response, how long to wait for the client to close before closing
 // ourselves (closing with unread request bytes would reset the connection and
 // could destroy the response in flight).
@@ -179,117 +182,182 @@ void MetricsHttpServer::Stop() {
   Log(LogLevel::kInfo, "metrics_stopped", {{"port", port}});
 }
 
+// One client connection and where it is in its single exchange.
+struct MetricsHttpServer::Connection {
+  enum class Phase { kReading, kWriting, kLingering };
+
+  int fd = -1;
+  Phase phase = Phase::kReading;
+  int64_t deadline_ms = 0;  // the whole exchange; lingering has its own
+  std::string head;         // request bytes received so far
+  std::string response;
+  size_t sent = 0;
+  size_t discarded = 0;     // bytes read and dropped while lingering
+};
+
 void MetricsHttpServer::Serve() {
+  std::vector<Connection> connections;
+  std::vector<pollfd> fds;
   while (true) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_read_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    int64_t now = NowMs();
+    const bool accepting = now >= accept_paused_until_ms_;
+    fds.clear();
+    fds.push_back({wake_read_fd_, POLLIN, 0});
+    fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
+    int64_t next_deadline = accepting ? INT64_MAX : accept_paused_until_ms_;
+    for (const Connection& c : connections) {
+      fds.push_back({c.fd, c.phase == Connection::Phase::kWriting ? short(POLLOUT) : short(POLLIN),
+                     0});
+      next_deadline = std::min(next_deadline, c.deadline_ms);
+    }
+    int timeout = next_deadline == INT64_MAX
+                      ? -1
+                      : static_cast<int>(std::clamp<int64_t>(next_deadline - now, 0, 60000));
+    if (poll(fds.data(), fds.size(), timeout) < 0) {
       if (errno == EINTR) continue;
       Log(LogLevel::kError, "metrics_poll_failed", {{"error", std::strerror(errno)}});
-      return;
+      break;
     }
-    if (fds[1].revents != 0) return;
-    if (fds[0].revents == 0) continue;
+    if (fds[0].revents != 0) break;  // Stop()
+    now = NowMs();
+    // Advance the existing connections first (their slots in `fds` follow
+    // the first two), then accept: accepting may close one to make room.
+    size_t kept = 0;
+    for (size_t i = 0; i < connections.size(); ++i) {
+      Connection& c = connections[i];
+      if (Advance(&c, fds[i + 2].revents, now)) {
+        if (kept != i) connections[kept] = std::move(c);
+        ++kept;
+      } else {
+        close(c.fd);
+      }
+    }
+    connections.resize(kept);
+    if (fds[1].revents != 0) AcceptPending(&connections, now);
+  }
+  for (Connection& c : connections) close(c.fd);
+}
+
+void MetricsHttpServer::AcceptPending(std::vector<Connection>* connections, int64_t now_ms) {
+  // A bounded number per round, so a flood cannot starve the others.
+  for (int i = 0; i < 64; ++i) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       int e = errno;
-      if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED) continue;
-      // E.g. EMFILE: the pending connection stays readable, so back off
-      // instead of spinning.
-      Log(LogLevel::kWarn, "metrics_accept_failed", {{"error", std::strerror(e)}});
-      if (WaitFor(wake_read_fd_, POLLIN, NowMs() + 100) != Wait::kTimeout) return;
-      continue;
-    }
-    HandleConnection(fd);
-    close(fd);
-  }
-}
-
-MetricsHttpServer::Wait MetricsHttpServer::WaitFor(int fd, short events,
-                                                   int64_t deadline_ms) const {
-  while (true) {
-    int64_t remaining = deadline_ms - NowMs();
-    if (remaining <= 0) return Wait::kTimeout;
-    pollfd fds[2] = {{wake_read_fd_, POLLIN, 0}, {fd, events, 0}};
-    int n = poll(fds, fd == wake_read_fd_ ? 1 : 2,
-                 static_cast<int>(std::min<int64_t>(remaining, 60000)));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Wait::kStopped;  // cannot wait: give up on this connection
-    }
-    if (fds[0].revents != 0) return fd == wake_read_fd_ ? Wait::kReady : Wait::kStopped;
-    if (n > 0) return Wait::kReady;  // includes POLLHUP/POLLERR: the next call reports it
-  }
-}
-
-bool MetricsHttpServer::WriteAll(int fd, const std::string& data, int64_t deadline_ms) const {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (WaitFor(fd, POLLOUT, deadline_ms) != Wait::kReady) return false;
-      continue;
-    }
-    return false;  // the client went away
-  }
-  return true;
-}
-
-void MetricsHttpServer::HandleConnection(int fd) {
-  const int64_t deadline = NowMs() + options_.io_timeout_ms;
-  std::string head;
-  std::string response;
-  char buffer[4096];
-  while (response.empty() && !HeadComplete(head)) {
-    if (head.size() >= options_.max_request_bytes) {
-      response = TextResponse(431, "request head larger than " +
-                                       std::to_string(options_.max_request_bytes) +
-                                       " bytes\n");
-      break;
-    }
-    size_t want = std::min(sizeof(buffer), options_.max_request_bytes - head.size());
-    ssize_t n = recv(fd, buffer, want, 0);
-    if (n > 0) {
-      head.append(buffer, static_cast<size_t>(n));
-    } else if (n == 0) {
-      return;  // closed before a complete request: nothing to answer
-    } else if (errno == EINTR) {
-      continue;
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      Wait wait = WaitFor(fd, POLLIN, deadline);
-      if (wait == Wait::kStopped) return;
-      if (wait == Wait::kTimeout) {
-        Log(LogLevel::kDebug, "metrics_request_timeout", {{"bytes", head.size()}});
-        response = TextResponse(408, "request not received in time\n");
+      if (e == EAGAIN || e == EWOULDBLOCK) return;
+      if (e == EINTR || e == ECONNABORTED) continue;
+      // E.g. EMFILE: the pending connection stays readable, so pause instead
+      // of spinning; closing a waiting connection frees a descriptor.
+      Log(LogLevel::kWarn, "metrics_accept_failed",
+          {{"error", std::strerror(e)}, {"open_connections", connections->size()}});
+      accept_paused_until_ms_ = now_ms + 100;
+      if (e == EMFILE || e == ENFILE) {
+        auto oldest = std::find_if(connections->begin(), connections->end(), [](const Connection& c) {
+          return c.phase == Connection::Phase::kReading;
+        });
+        if (oldest != connections->end()) {
+          close(oldest->fd);
+          connections->erase(oldest);
+        }
       }
-    } else {
-      return;  // connection reset
+      return;
+    }
+    if (connections->size() >= std::max<size_t>(options_.max_connections, 1)) {
+      // Connections are kept in the order they were accepted: the first one
+      // still reading has waited longest for its request.
+      auto oldest = std::find_if(connections->begin(), connections->end(), [](const Connection& c) {
+        return c.phase == Connection::Phase::kReading;
+      });
+      if (oldest == connections->end()) oldest = connections->begin();
+      Log(LogLevel::kDebug, "metrics_connection_dropped",
+          {{"reason", "connection limit"}, {"max_connections", options_.max_connections}});
+      close(oldest->fd);
+      connections->erase(oldest);
+    }
+    Connection c;
+    c.fd = fd;
+    c.deadline_ms = now_ms + options_.io_timeout_ms;
+    connections->push_back(std::move(c));
+    // Most clients send their request with the connection: try it now.
+    if (!Advance(&connections->back(), POLLIN, now_ms)) {
+      close(fd);
+      connections->pop_back();
     }
   }
-  if (response.empty()) response = Respond(head);
-  if (!WriteAll(fd, response, deadline)) return;
+}
 
-  // Signal the end of the response, then give the client a moment to close
-  // first, discarding whatever it still sends.
-  shutdown(fd, SHUT_WR);
-  const int64_t linger_deadline = std::min(deadline, NowMs() + kLingerMs);
-  size_t discarded = 0;
-  while (discarded < kMaxLingerBytes) {
-    ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+bool MetricsHttpServer::Advance(Connection* c, short revents, int64_t now_ms) {
+  using Phase = Connection::Phase;
+  char buffer[4096];
+  if (c->phase == Phase::kReading && (revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+    while (!HeadComplete(c->head)) {
+      if (c->head.size() >= options_.max_request_bytes) {
+        c->response = TextResponse(431, "request head larger than " +
+                                            std::to_string(options_.max_request_bytes) +
+                                            " bytes\n");
+        break;
+      }
+      size_t want = std::min(sizeof(buffer), options_.max_request_bytes - c->head.size());
+      ssize_t n = recv(c->fd, buffer, want, 0);
+      if (n > 0) {
+        c->head.append(buffer, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return now_ms < c->deadline_ms;
+      return false;  // closed before a complete request, or reset: nothing to answer
+    }
+    if (c->response.empty()) c->response = Respond(c->head);
+    c->phase = Phase::kWriting;
+    revents = POLLOUT;  // try at once; the socket is almost always writable
+  } else if (c->phase == Phase::kReading) {
+    if (now_ms < c->deadline_ms) return true;
+    Log(LogLevel::kDebug, "metrics_request_timeout", {{"bytes", c->head.size()}});
+    c->response = TextResponse(408, "request not received in time\n");
+    c->phase = Phase::kWriting;
+    // A short grace to deliver the 408 itself.
+    c->deadline_ms = now_ms + std::min<int64_t>(options_.io_timeout_ms, 1000);
+    revents = POLLOUT;
+  }
+
+  if (c->phase == Phase::kWriting) {
+    if ((revents & (POLLOUT | POLLHUP | POLLERR)) == 0) return now_ms < c->deadline_ms;
+    while (c->sent < c->response.size()) {
+      ssize_t n = send(c->fd, c->response.data() + c->sent, c->response.size() - c->sent,
+                       MSG_NOSIGNAL);
+      if (n > 0) {
+        c->sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return now_ms < c->deadline_ms;
+      return false;  // the client went away
+    }
+    // Signal the end of the response, then give the client a moment to close
+    // first, discarding whatever it still sends (closing with unread bytes
+    // would reset the connection and could destroy the response in flight).
+    shutdown(c->fd, SHUT_WR);
+    std::string().swap(c->response);
+    c->phase = Phase::kLingering;
+    c->deadline_ms = std::min(c->deadline_ms, now_ms + kLingerMs);
+    revents = POLLIN;
+  }
+
+  // Lingering.
+  if ((revents & (POLLIN | POLLHUP | POLLERR)) == 0) return now_ms < c->deadline_ms;
+  while (c->discarded < kMaxLingerBytes) {
+    ssize_t n = recv(c->fd, buffer, sizeof(buffer), 0);
     if (n > 0) {
-      discarded += static_cast<size_t>(n);
+      c->discarded += static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (WaitFor(fd, POLLIN, linger_deadline) != Wait::kReady) return;
+      return now_ms < c->deadline_ms;
     } else {
-      return;  // EOF or error
+      return false;  // EOF or error
     }
   }
+  return false;
 }
 
 std::string MetricsHttpServer::Respond(const std::string& request_head) {

@@ -1,16 +1,21 @@
 // MetricsHttpServer: a minimal HTTP/1.1 server for Prometheus scrapes and
-// health checks, on POSIX sockets, serving from one background thread.
+// health checks, on POSIX sockets: one background thread runs a poll(2) loop
+// over every open connection, so no client can delay another.
 //
 //   GET /metrics  -> 200, Content-Type: text/plain; version=0.0.4, the body
 //                    returned by the metrics callback
 //   GET /healthz  -> 200 "ok\n" when the health callback returns true, else
 //                    503 with the reason it gave and a newline
 //   GET other     -> 404;  any other method -> 405 (Allow: GET)
-// The query string is ignored. One request per connection (Connection: close);
-// connections are served one after the other. The request head is read with a
-// size cap (431 beyond it) and the whole exchange with a deadline (408 when the
-// request does not arrive in time), so a stuck or slow client delays other
-// scrapes by at most Options::io_timeout_ms and never blocks Stop().
+// The query string is ignored. One request per connection (Connection: close).
+// Connections are served concurrently: a request is answered as soon as its
+// head has arrived, whatever other connections are doing. The request head is
+// read with a size cap (431 beyond it) and each connection has a deadline (408
+// when the request does not arrive in time; closed when the response cannot be
+// delivered in time). At most Options::max_connections are open at once: past
+// that, the oldest connection still waiting for its request is closed to make
+// room, so idle or slow clients can never lock a health check out. Nothing
+// blocks Stop().
 //
 // Thread-safety: Start(), Stop() and the destructor may be called from any
 // thread (they are serialized internally); port() from any thread. The
@@ -27,6 +32,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/status.h"
 
@@ -46,6 +52,9 @@ class MetricsHttpServer {
     // Largest request head (request line and headers) read, in bytes
     // (default 8192); a longer one is answered with 431.
     size_t max_request_bytes = 8192;
+    // Most connections open at once (default 1024); a new one past it closes
+    // the oldest that has not yet sent a complete request.
+    size_t max_connections = 1024;
   };
 
   // An empty `health` callback means always healthy; an empty `metrics`
@@ -66,7 +75,7 @@ class MetricsHttpServer {
   //   "cannot listen on 127.0.0.1:9464: Address already in use".
   Status Start(const std::string& address, int port);
 
-  // Stops accepting, abandons the connection in progress, if any, and joins
+  // Stops accepting, abandons the connections in progress, if any, and joins
   // the server thread. Returns promptly; idempotent; a no-op if never started.
   // The server may be started again afterwards.
   void Stop();
@@ -75,14 +84,15 @@ class MetricsHttpServer {
   int port() const { return port_.load(); }
 
  private:
-  enum class Wait { kReady, kTimeout, kStopped };
+  struct Connection;
 
   void Serve();
-  void HandleConnection(int fd);
-  // Waits until `fd` is ready for `events` (POLLIN/POLLOUT), `deadline_ms`
-  // (steady clock, milliseconds) passes, or Stop() is called.
-  Wait WaitFor(int fd, short events, int64_t deadline_ms) const;
-  bool WriteAll(int fd, const std::string& data, int64_t deadline_ms) const;
+  // Accepts what the listening socket has pending, making room by closing
+  // the oldest connection still reading when at the cap.
+  void AcceptPending(std::vector<Connection>* connections, int64_t now_ms);
+  // Advances one connection on readiness or its deadline; false once it is
+  // finished and should be closed.
+  bool Advance(Connection* connection, short revents, int64_t now_ms);
   // The status line, headers and body of the response to `request_head`.
   std::string Respond(const std::string& request_head);
 
@@ -97,6 +107,9 @@ class MetricsHttpServer {
   int wake_read_fd_ = -1;   // readable once Stop() has been called
   int wake_write_fd_ = -1;
   std::atomic<int> port_{0};
+  // Server thread only: after accept() fails for want of descriptors, the
+  // listening socket is left alone until this time (steady clock, ms).
+  int64_t accept_paused_until_ms_ = 0;
 };
 
 }  // namespace denormd

@@ -1,7 +1,10 @@
 #include "projections/maintenance.h"
 
+#include <cstdio>
 #include <deque>
+#include <map>
 #include <set>
+#include <tuple>
 
 namespace denormd {
 
@@ -133,7 +136,12 @@ Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOption
       if (options.on_page) options.on_page("index: " + type, *entities);
     }
   }
-  return Status::Ok();
+  // Counters that drifted from their rows are set from the rows.
+  std::unique_ptr<StoreTransaction> txn;
+  DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
+  DENORMD_RETURN_IF_ERROR(txn->locks().LockWriters(/*exclusive=*/true));
+  DENORMD_RETURN_IF_ERROR(txn->index().RecountTargets());
+  return txn->Commit();
 }
 
 Status Rebuild(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
@@ -160,8 +168,104 @@ Status Rebuild(const ProjectionPlan& plan, Store* store, const MaintenanceOption
   return Status::Ok();
 }
 
+namespace {
+
+std::string Printable(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// One page of entities of `type`: their stored rows against the rows their
+// data names now, and each target's count against its rows.
+Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, const std::string& type,
+                       const std::vector<std::string>& ids, std::vector<std::string>* differences) {
+  std::vector<EntityKey> keys;
+  for (const std::string& id : ids) keys.push_back({type, id});
+  std::vector<EntityRecord> records;
+  DENORMD_RETURN_IF_ERROR(txn.source().LoadEntities(keys, &records));
+  std::vector<ReferenceIndex::StoredRow> stored;
+  DENORMD_RETURN_IF_ERROR(txn.index().RowsOf(keys, &stored));
+  using Row = std::tuple<std::string, std::string, std::string, std::string>;  // id, relation, target, sort
+  std::set<Row> have, want;
+  for (const ReferenceIndex::StoredRow& row : stored) {
+    have.insert({row.entity.id, row.relation, row.target, row.sort});
+  }
+  for (const EntityRecord& record : records) {
+    for (const ReferenceRow& row : plan.ReferenceRowsOf(record)) {
+      want.insert({record.key.id, row.relation->name(), row.target, row.sort});
+    }
+  }
+  auto line = [&](const Row& row, const char* what) {
+    differences->push_back("reference index: " + type + " " + std::get<0>(row) + ": " + what +
+                           " row [" + std::get<1>(row) + "] -> " + std::get<2>(row) + " (sort " +
+                           Printable(std::get<3>(row)) + ")");
+  };
+  for (const Row& row : want) {
+    if (!have.count(row)) line(row, "missing");
+  }
+  for (const Row& row : have) {
+    if (!want.count(row)) line(row, "unexpected");
+  }
+  // The counters of the targets this page names.
+  for (const Relation* relation : plan.ForType(type).relations) {
+    std::vector<IndexRange> whole, rows;
+    std::set<std::string> targets;
+    for (const Row& row : want) {
+      if (std::get<1>(row) == relation->name()) targets.insert(std::get<2>(row));
+    }
+    for (const std::string& target : targets) {
+      whole.push_back({target, std::nullopt, false, 0});
+      rows.push_back({target, IndexKey{"", ""}, false, 0});
+    }
+    std::map<std::string, uint64_t> counted, stored_counts;
+    DENORMD_RETURN_IF_ERROR(txn.index().Count(*relation, whole, &stored_counts));
+    DENORMD_RETURN_IF_ERROR(txn.index().Count(*relation, rows, &counted));
+    for (const std::string& target : targets) {
+      if (stored_counts[target] != counted[target]) {
+        differences->push_back("reference index: " + type + " [" + relation->name() + "] -> " +
+                               target + ": the stored count is " +
+                               std::to_string(stored_counts[target]) + ", the rows are " +
+                               std::to_string(counted[target]));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status VerifyIndex(const ProjectionPlan& plan, Store* store, size_t page_size,
+                   std::vector<std::string>* differences) {
+  for (const std::string& type : plan.config().entities) {
+    if (plan.ForType(type).relations.empty()) continue;
+    std::string after;
+    while (true) {
+      std::unique_ptr<StoreTransaction> txn;
+      DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
+      std::vector<std::string> ids;
+      DENORMD_RETURN_IF_ERROR(txn->source().ListEntityIds(type, after, page_size, &ids));
+      if (ids.empty()) break;
+      after = ids.back();
+      DENORMD_RETURN_IF_ERROR(VerifyIndexPage(plan, *txn, type, ids, differences));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Verify(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
               std::vector<std::string>* differences) {
+  if (options.projections.empty()) {
+    DENORMD_RETURN_IF_ERROR(VerifyIndex(plan, store, options.page_size, differences));
+  }
   std::vector<size_t> selected;
   DENORMD_RETURN_IF_ERROR(SelectProjections(plan.config(), options.projections, &selected));
   for (size_t p : selected) {

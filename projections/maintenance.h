@@ -28,7 +28,8 @@ struct MaintenanceOptions {
 // Rewrites the reference index rows (and child counts) of every live entity
 // from the config's relations: needed when the config's projections changed
 // which relations exist. Pages of `page_size` entities, each in its own
-// transaction under the entities' locks.
+// transaction under the entities' locks; then every per-target count is set
+// from the rows (alone: the writers' lock taken exclusively).
 Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
                uint64_t* entities);
 
@@ -37,6 +38,9 @@ Status Rebuild(const ProjectionPlan& plan, Store* store, const MaintenanceOption
                BatchStats* stats);
 
 // Appends one line per difference; an empty list means the tables are exact.
+// Without named projections it also checks the reference index against the
+// stored source (each live entity's rows are those its data names now, and
+// the per-target counts equal the rows).
 Status Verify(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
               std::vector<std::string>* differences);
 

@@ -129,25 +129,53 @@ class MemoryTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
+  Status RowsOf(const std::vector<EntityKey>& entities, std::vector<StoredRow>* out) override {
+    for (const EntityKey& key : entities) {
+      auto it = state_.references.find(key);
+      if (it == state_.references.end()) continue;
+      for (const MemoryState::IndexRow& row : it->second) {
+        out->push_back({key, row.relation, row.target, row.sort});
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status RecountTargets() override { return Status::Ok(); }  // counts are the index's sizes
+
   // DocumentTables.
   Status Upsert(const ProjectionConfig& projection, const std::vector<DocumentRow>& rows,
                 uint64_t* written) override {
     auto& docs = state_.collections[projection.collection];
     for (const DocumentRow& row : rows) {
-      MemoryState::Document doc{projection.name, row.pk, row.json, row.bucket};
-      Remember(&docs, row.id);
-      Remember(&state_.document_writes, projection.collection);
-      auto it = docs.find(row.id);
-      if (it != docs.end() && it->second.projection == doc.projection &&
-          it->second.pk == doc.pk && SameMeta(it->second.bucket, doc.bucket) &&
+      MemoryState::Document doc{projection.name, row.pk, row.json, row.bucket, row.id};
+      const std::string key = DocumentKey(projection, row.id, row.pk);
+      auto it = docs.find(key);
+      if (it != docs.end() && it->second.projection != doc.projection) {
+        return Status::InvalidInput("collection " + projection.collection + ": a document of " +
+                                    projection.name + " has the key of document " + row.id +
+                                    " (partition " + row.pk.value_or("none") + ") of projection " +
+                                    it->second.projection +
+                                    " (documents of a shared collection need unique (partition "
+                                    "key, id) pairs)");
+      }
+      if (it != docs.end() && it->second.pk == doc.pk && SameMeta(it->second.bucket, doc.bucket) &&
           SameJson(it->second.json, doc.json)) {
         continue;
       }
-      if (it != docs.end() && it->second.pk != doc.pk) {
-        Capture(projection.collection, row.id, it->second.pk, std::nullopt);
+      // An entity document whose partition key changed moves to its new key
+      // (in the outbox: deleted under the old pk).
+      auto old = Find(projection, row.id);
+      if (old != docs.end() && old->second.pk != doc.pk) {
+        Capture(projection.collection, row.id, old->second.pk, std::nullopt);
+      }
+      if (old != docs.end() && old->first != key) {
+        Remember(&docs, old->first);
+        docs.erase(old);
       }
       Capture(projection.collection, row.id, doc.pk, doc.json);
-      docs[row.id] = doc;
+      Remember(&docs, key);
+      Remember(&state_.document_writes, projection.collection);
+      docs[key] = doc;
       ++*written;
       ++state_.document_writes[projection.collection];
     }
@@ -230,11 +258,11 @@ class MemoryTransaction : public StoreTransaction,
                 uint64_t* deleted) override {
     auto& docs = state_.collections[projection.collection];
     for (const std::string& id : ids) {
-      Remember(&docs, id);
-      Remember(&state_.document_writes, projection.collection);
-      auto it = docs.find(id);
-      if (it != docs.end() && it->second.projection == projection.name) {
-        Capture(projection.collection, id, it->second.pk, std::nullopt);
+      auto it = Find(projection, id);
+      if (it != docs.end()) {
+        Remember(&docs, it->first);
+        Remember(&state_.document_writes, projection.collection);
+        Capture(projection.collection, it->second.id, it->second.pk, std::nullopt);
         docs.erase(it);
         ++*deleted;
         ++state_.document_writes[projection.collection];
@@ -268,10 +296,8 @@ class MemoryTransaction : public StoreTransaction,
               std::vector<DocumentRow>* out) override {
     auto& docs = state_.collections[projection.collection];
     for (const std::string& id : ids) {
-      auto it = docs.find(id);
-      if (it != docs.end() && it->second.projection == projection.name) {
-        out->push_back({id, it->second.pk, it->second.json, it->second.bucket});
-      }
+      auto it = Find(projection, id);
+      if (it != docs.end()) out->push_back({id, it->second.pk, it->second.json, it->second.bucket});
     }
     return Status::Ok();
   }
@@ -282,7 +308,7 @@ class MemoryTransaction : public StoreTransaction,
     for (const auto& entry : state_.collections[projection.collection]) {
       const MemoryState::Document& doc = entry.second;
       if (doc.projection == projection.name && doc.pk && wanted.count(*doc.pk)) {
-        out->push_back({entry.first, doc.pk, doc.json, doc.bucket});
+        out->push_back({doc.id, doc.pk, doc.json, doc.bucket});
       }
     }
     return Status::Ok();
@@ -294,7 +320,7 @@ class MemoryTransaction : public StoreTransaction,
     for (const auto& entry : state_.collections[projection.collection]) {
       if (entry.second.projection != projection.name) continue;
       const std::string* key = by_pk ? (entry.second.pk ? &*entry.second.pk : nullptr)
-                                     : &entry.first;
+                                     : &entry.second.id;
       if (key != nullptr && *key > after) keys.insert(*key);
     }
     for (const std::string& key : keys) {
@@ -360,6 +386,25 @@ class MemoryTransaction : public StoreTransaction,
     row.captured_at =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     state_.outbox.push_back(std::move(row));
+  }
+
+  static std::string DocumentKey(const ProjectionConfig& projection, const std::string& id,
+                                 const std::optional<std::string>& pk) {
+    return projection.shared_collection ? pk.value_or("") + '\x1f' + id : id;
+  }
+
+  // The document `id` of `projection`, or end().
+  std::map<std::string, MemoryState::Document>::iterator Find(const ProjectionConfig& projection,
+                                                            const std::string& id) {
+    auto& docs = state_.collections[projection.collection];
+    if (!projection.shared_collection) {
+      auto it = docs.find(id);
+      return it != docs.end() && it->second.projection == projection.name ? it : docs.end();
+    }
+    for (auto it = docs.begin(); it != docs.end(); ++it) {
+      if (it->second.id == id && it->second.projection == projection.name) return it;
+    }
+    return docs.end();
   }
 
   static bool SameMeta(const std::optional<BucketMeta>& a, const std::optional<BucketMeta>& b) {

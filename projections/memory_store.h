@@ -26,6 +26,7 @@ struct MemoryState {
     std::optional<std::string> pk;
     std::string json;
     std::optional<BucketMeta> bucket;
+    std::string id;
   };
   // The index rows of one entity, as (relation name, target, sort).
   struct IndexRow {
@@ -37,7 +38,9 @@ struct MemoryState {
   std::map<EntityKey, std::vector<IndexRow>> references;
   // (type, relation name, target) -> keys of its referrers, in order
   std::map<std::tuple<std::string, std::string, std::string>, std::set<IndexKey>> index;
-  std::map<std::string, std::map<std::string, Document>> collections;  // collection -> id -> doc
+  // collection -> key -> document; the key is the id, or "<pk>\x1f<id>" in a
+  // shared collection (keyed on (pk, id) like PostgreSQL's).
+  std::map<std::string, std::map<std::string, Document>> collections;
   // Documents written or deleted per collection, ever (for tests that bound
   // what a change costs).
   std::map<std::string, uint64_t> document_writes;

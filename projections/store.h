@@ -129,6 +129,18 @@ class ReferenceIndex {
   // `after`, ascending, at most `limit`.
   virtual Status ListTargets(const Relation& relation, const std::string& after, size_t limit,
                              std::vector<std::string>* out) = 0;
+  // The stored rows of these entities, whatever their relation (for verify):
+  // (entity, relation name, target, sort key).
+  struct StoredRow {
+    EntityKey entity;
+    std::string relation;
+    std::string target;
+    std::string sort;
+  };
+  virtual Status RowsOf(const std::vector<EntityKey>& entities, std::vector<StoredRow>* out) = 0;
+  // Sets every per-target count to the number of its rows (reindexing
+  // repairs counters that drifted; a whole-index pass).
+  virtual Status RecountTargets() = 0;
 };
 
 // ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@
 
 #include "connectors/postgres_store.h"
 #include "daemon/feed_relay.h"
+#include "projections/document_set.h"
 #include "projections/json.h"
 #include "projections/maintenance.h"
 
@@ -63,126 +64,18 @@ std::vector<ArticleScenario> AllArticleScenarios() {
   return out;
 }
 
-namespace {
-
-// A stable bucket collection's documents by group: the items in seq order
-// (canonical JSON), after checking each group's invariants.
-std::map<std::string, std::vector<std::string>> StableGroups(
-    const std::map<std::string, const JsonValue*>& docs, const std::string& by,
-    const std::string& field, uint64_t size, const std::string& what, std::ostringstream* diff) {
-  std::map<std::string, std::vector<std::pair<int64_t, const JsonValue*>>> groups;
-  for (const auto& entry : docs) {
-    const JsonValue& doc = *entry.second;
-    if (!doc.IsObject() || !doc.HasMember(by.c_str()) || !doc[by.c_str()].IsString() ||
-        !doc.HasMember("seq") || !doc["seq"].IsInt64() || !doc.HasMember(field.c_str()) ||
-        !doc[field.c_str()].IsArray()) {
-      *diff << what << "/" << entry.first << ": not a bucket document " << ToJson(doc) << "\n";
-      continue;
-    }
-    const std::string group = doc[by.c_str()].GetString();
-    if (entry.first.rfind(group + ":", 0) != 0) {
-      *diff << what << "/" << entry.first << ": id does not start with its group " << group << "\n";
-    }
-    groups[group].push_back({doc["seq"].GetInt64(), &doc});
-  }
-  std::map<std::string, std::vector<std::string>> out;
-  for (auto& group : groups) {
-    std::sort(group.second.begin(), group.second.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (size_t i = 0; i < group.second.size(); ++i) {
-      const JsonValue& items = (*group.second[i].second)[field.c_str()];
-      const uint64_t n = items.Size();
-      const bool last = i + 1 == group.second.size();
-      if (n == 0 || n > size || (!last && n < (size + 1) / 2)) {
-        *diff << what << " group " << group.first << ": a bucket with " << n
-              << " members breaks the fill invariant (size " << size << ")\n";
-      }
-      if (i > 0 && group.second[i - 1].first == group.second[i].first) {
-        *diff << what << " group " << group.first << ": two buckets share seq "
-              << group.second[i].first << "\n";
-      }
-      for (const JsonValue& item : items.GetArray()) out[group.first].push_back(CanonicalJson(item));
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 std::string DiffCollections(const Collections& actual, const std::string& expected_file) {
-  JsonDocument expected;
-  Status status = ParseJson(ReadFile(expected_file), &expected);
+  DocumentSet expected;
+  Status status = ParseDocumentSet(ReadFile(expected_file), &expected);
   if (!status.ok()) return expected_file + ": " + status.ToString();
-  const JsonValue& collections = expected["collections"];
-  std::ostringstream diff;
-  for (auto c = collections.MemberBegin(); c != collections.MemberEnd(); ++c) {
-    std::string name = c->name.GetString();
-    auto found = actual.find(name);
-    std::map<std::string, std::string> docs;
-    if (found != actual.end()) docs = found->second;
-    const bool stable = expected.HasMember("buckets") && expected["buckets"].HasMember(name.c_str()) &&
-                        std::string(expected["buckets"][name.c_str()]["layout"].GetString()) == "stable";
-    if (stable) {
-      // Stable buckets: per group, the items in seq order and the invariants;
-      // which bucket holds whom may differ.
-      const JsonValue& spec = expected["buckets"][name.c_str()];
-      const std::string by = spec["by"].GetString(), field = spec["field"].GetString();
-      const uint64_t size = spec["size"].GetUint64();
-      std::map<std::string, const JsonValue*> want;
-      for (auto d = c->value.MemberBegin(); d != c->value.MemberEnd(); ++d) {
-        want[d->name.GetString()] = &d->value;
-      }
-      std::vector<std::unique_ptr<JsonDocument>> parsed;
-      std::map<std::string, const JsonValue*> have;
-      for (const auto& doc : docs) {
-        parsed.push_back(std::make_unique<JsonDocument>());
-        if (!ParseJson(doc.second, parsed.back().get()).ok()) {
-          diff << name << "/" << doc.first << ": not JSON\n";
-          continue;
-        }
-        have[doc.first] = parsed.back().get();
-      }
-      std::ostringstream ignored;
-      auto want_groups = StableGroups(want, by, field, size, name + " (expected)", &ignored);
-      auto have_groups = StableGroups(have, by, field, size, name, &diff);
-      for (const auto& group : want_groups) {
-        if (have_groups[group.first] != group.second) {
-          diff << name << " group " << group.first << ": items in seq order differ ("
-               << have_groups[group.first].size() << " items, expected " << group.second.size()
-               << ")\n";
-        }
-      }
-      for (const auto& group : have_groups) {
-        if (!want_groups.count(group.first) && !group.second.empty()) {
-          diff << name << " group " << group.first << ": unexpected group\n";
-        }
-      }
-      continue;
-    }
-    for (auto d = c->value.MemberBegin(); d != c->value.MemberEnd(); ++d) {
-      std::string id = d->name.GetString();
-      auto it = docs.find(id);
-      if (it == docs.end()) {
-        diff << name << "/" << id << ": missing, expected " << ToJson(d->value) << "\n";
-        continue;
-      }
-      JsonDocument doc;
-      if (!ParseJson(it->second, &doc).ok() || !JsonEquals(doc, d->value)) {
-        diff << name << "/" << id << ": got " << it->second << "\n    expected "
-             << ToJson(d->value) << "\n";
-      }
-      docs.erase(it);
-    }
-    for (const auto& extra : docs) {
-      diff << name << "/" << extra.first << ": unexpected " << extra.second << "\n";
-    }
-  }
-  for (const auto& entry : actual) {
-    if (!collections.HasMember(entry.first.c_str()) && !entry.second.empty()) {
-      diff << "unexpected collection " << entry.first << "\n";
-    }
-  }
-  return diff.str();
+  DocumentSet have;
+  have.collections = actual;
+  have.buckets = expected.buckets;  // the shapes the file was written for
+  expected.dead.reset();            // the collections only
+  expected.stale.reset();
+  std::string out;
+  for (const std::string& line : DiffDocumentSets(have, expected)) out += line + "\n";
+  return out;
 }
 
 void ExpectedCounts(const std::string& expected_file, uint64_t* stale, uint64_t* dead) {
@@ -395,6 +288,22 @@ std::string ShellQuote(const std::string& text) {
 }
 
 }  // namespace
+
+CommandResult RunDenormdOffline(const std::vector<std::string>& args, const std::string& input) {
+  const std::string out = WriteTempFile("stdout", ""), err = WriteTempFile("stderr", "");
+  std::string command =
+      "DENORMD_POSTGRES=postgresql://127.0.0.1:1/nowhere DENORMD_KAFKA_BROKERS=127.0.0.1:1 " +
+      ShellQuote(DENORMD_BINARY);
+  for (const std::string& arg : args) command += " " + ShellQuote(arg);
+  command += " >" + ShellQuote(out) + " 2>" + ShellQuote(err);
+  command += input.empty() ? " </dev/null" : " <" + ShellQuote(input);
+  const int status = std::system(command.c_str());
+  CommandResult result;
+  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = ReadFile(out);
+  result.err = ReadFile(err);
+  return result;
+}
 
 int RunScript(const std::string& script, const std::vector<std::string>& args,
               const std::vector<std::pair<std::string, std::string>>& env, std::string* output) {

@@ -21,6 +21,7 @@
 #include "formats/record.h"
 #include "projections/batch_applier.h"
 #include "projections/derivations/registry.h"
+#include "projections/document_set.h"
 #include "projections/memory_store.h"
 
 namespace denormd {
@@ -45,11 +46,13 @@ std::string ArticleScenarioName(const ArticleScenario& scenario);
 std::vector<ArticleScenario> AllArticleScenarios();
 
 // Documents by collection and id, as JSON text.
-using Collections = std::map<std::string, std::map<std::string, std::string>>;
+using Collections = denormd::Collections;
 
 // Compares `actual` with the "collections" object of an expected-documents
-// file (tests/data/article/expected*.json). Returns "" when every collection
-// holds exactly the expected documents, else one line per difference.
+// file (tests/data/article/expected*.json) as `denormd test --expect` does
+// (DiffDocumentSets: `stable` bucket collections by content and invariants,
+// with the file's bucket shapes). Returns "" when they are equal, else one
+// line per difference.
 std::string DiffCollections(const Collections& actual, const std::string& expected_file);
 
 // The "stale" and "dead" counts of an expected-documents file.
@@ -106,6 +109,8 @@ class InMemory {
   }
   const Config& config() const { return *config_; }
   const ProjectionPlan& plan() const { return *plan_; }
+  const BatchApplier& applier() const { return *applier_; }
+  const Decoder& decoder() const { return *decoder_; }
 
  private:
   std::optional<Config> config_;
@@ -126,6 +131,19 @@ std::vector<std::string> Sql(const std::string& statement);
 // Runs the denormd binary with `args` and DENORMD_POSTGRES set to the test
 // database; captures stdout+stderr into *output. Returns the exit code.
 int RunDenormd(const std::vector<std::string>& args, std::string* output);
+
+// What a run of the denormd binary printed, and its exit code.
+struct CommandResult {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs the denormd binary with `args` where nothing can be reached:
+// DENORMD_POSTGRES and DENORMD_KAFKA_BROKERS name port 1 of 127.0.0.1. Its
+// stdin is the file `input`, or /dev/null when "".
+CommandResult RunDenormdOffline(const std::vector<std::string>& args,
+                                const std::string& input = "");
 
 // Writes `text` to a new file in a per-test temporary directory; returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& text);

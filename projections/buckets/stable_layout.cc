@@ -241,10 +241,14 @@ class StableLayout::GroupPlanner {
     return false;
   }
 
+  // Hands the group's-last flag of removed bucket i to the live bucket before
+  // it. Without one in the segment (every bucket up to i is removed: a group
+  // emptied, or its tail) bucket i keeps it: the segment still reaches the
+  // group's end, so the run of removed buckets is known to end there.
   static void MoveLastFlagBack(Segment* segment, size_t i) {
-    (*segment)[i].last = false;
     for (size_t j = i; j-- > 0;) {
       if (!(*segment)[j].remove) {
+        (*segment)[i].last = false;
         (*segment)[j].last = true;
         return;
       }

@@ -287,6 +287,26 @@ projections:
   EXPECT_EQ(p2.select.map[1].second.value_json, "[1,\"x\"]");
 }
 
+TEST(ConfigTest, RetentionHasDefaultsAndEveryKeyCanBeSet) {
+  const RetentionConfig defaults;
+  EXPECT_EQ(defaults.tombstone_hours, 168u);
+  EXPECT_EQ(defaults.dead_letter_days, 30u);
+  EXPECT_EQ(defaults.max_dead_letters, 100000u);
+  EXPECT_EQ(defaults.interval_s, 3600u);
+  const Config config = MustParse(std::string(kHead) + R"(  p: {from: book}
+retention: {tombstone_hours: 0, dead_letter_days: 2, max_dead_letters: 5, interval_s: 60}
+)");
+  EXPECT_EQ(config.retention.tombstone_hours, 0u);
+  EXPECT_EQ(config.retention.dead_letter_days, 2u);
+  EXPECT_EQ(config.retention.max_dead_letters, 5u);
+  EXPECT_EQ(config.retention.interval_s, 60u);
+  ExpectOnlyError(std::string(kHead) + "  p: {from: book}\nretention: {tombstone_hour: 1}\n",
+                  "unknown key \"tombstone_hour\" (did you mean \"tombstone_hours\"?)", 5,
+                  "retention.tombstone_hour");
+  ExpectOnlyError(std::string(kHead) + "  p: {from: book}\nretention: {interval_s: -1}\n",
+                  "must be an integer >= 0, found", 5, "retention.interval_s");
+}
+
 TEST(ConfigTest, Yaml11WordsStayStrings) {
   const Config config = MustParse(R"(store: {schema: lib}
 entities: [yes, no, on, off]
@@ -604,7 +624,7 @@ TEST(ConfigErrorTest, CollectionAndSchemaMustBeSqlIdentifiers) {
   ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    collection: " +
                       std::string(64, 'a') + "\n",
                   bad_identifier, 6, "projections.p.collection");
-  MustParse(std::string(kHead) + "  p:\n    from: book\n    collection: " + std::string(63, 'a') +
+  MustParse(std::string(kHead) + "  p:\n    from: book\n    collection: " + std::string(53, 'a') +
             "\n");
   ExpectOnlyError(std::string(kHead) + "  Books:\n    from: book\n",
                   "collection (the projection's name) \"Books\" " + bad_identifier, 4,
@@ -614,12 +634,21 @@ TEST(ConfigErrorTest, CollectionAndSchemaMustBeSqlIdentifiers) {
 }
 
 TEST(ConfigErrorTest, CollectionMustNotClashWithInternalTables) {
-  for (const std::string name : {"entities", "refs", "positions", "dead_letters", "counters"}) {
+  for (const std::string name : {"entities", "refs", "refs_by_entity", "ref_counts", "positions",
+                                 "dead_letters", "locks", "writers", "meta", "outbox"}) {
     ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    collection: " + name + "\n",
                     "clashes with a table denormd keeps itself", 6, "projections.p.collection");
   }
   ExpectOnlyError(std::string(kHead) + "  refs:\n    from: book\n",
                   "clashes with a table denormd keeps itself", 4, "projections.refs");
+}
+
+TEST(ConfigErrorTest, CollectionNamesFitTheirIndexNames) {
+  const std::string longest(53, 'c');
+  MustParse(std::string(kHead) + "  p:\n    from: book\n    collection: " + longest + "\n");
+  ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    collection: " + longest + "x\n",
+                  "is 54 characters long; a collection name is at most 53", 6,
+                  "projections.p.collection");
 }
 
 TEST(ConfigErrorTest, SharedCollectionWithoutPartitionKeyIsReportedAtEachProjection) {

@@ -185,6 +185,42 @@ TEST(KafkaDaemon, BadMessagesGoToTheTableAndTheDeadLetterTopic) {
   EXPECT_NE(std::string::npos, output.find("[1, 2, 3]")) << output;
 }
 
+// A dead letter larger than the producer may send is sent truncated, with a
+// header giving its size, instead of being retried for ever (which stalled
+// the consumer); the dead-letter producer gets source.kafka.properties (here
+// its message.max.bytes), and the table keeps the letter whole.
+TEST(KafkaDaemon, AnOversizedDeadLetterIsTruncatedNotRetriedForEver) {
+  std::string dlq = testing::TestSchemaName() + "_dlq";
+  KafkaTestSetup s =
+      SetUpTopic(1, testing::TestKafkaBootstrap(), "    dead_letter_topic: " + dlq + "\n");
+  ASSERT_EQ(0, CreateTopic(testing::TestKafkaBootstrap(), dlq, 1));
+  std::string big = R"({"type":"dragon","id":"x","op":"upsert","data":{"hoard":")" +
+                    std::string(300000, 'g') + "\"}}\n";
+  Publish(s, testing::WriteTempFile("big.jsonl", big));
+  Publish(s, SourcePath("tests/data/article/events.jsonl"));
+  std::string limited = testing::ReadFile(s.config_file);
+  const std::string properties = "heartbeat.interval.ms: 500}";
+  limited.replace(limited.find(properties), properties.size(),
+                  "heartbeat.interval.ms: 500, message.max.bytes: 100000}");
+  KafkaTestSetup run = s;
+  run.config_file = testing::WriteTempFile("limited.yaml", limited);
+  DaemonProcess daemon(RunArgs(run, "5000"), s.config.store.postgres);
+  daemon.Start();
+  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= 287; }, kPatience)) << daemon.Log();
+  EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
+  EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(s.config),
+                                         SourcePath("tests/data/article/expected.json")));
+  EXPECT_EQ(std::vector<std::string>({"300060"}),
+            Sql("select length(raw) from " + s.schema + ".dead_letters where position = 0"));
+  EXPECT_NE(std::string::npos, daemon.Log().find("event=dead_letter_truncated")) << daemon.Log();
+  std::string output;
+  ASSERT_EQ(0, testing::RunScript("kafka.sh",
+                                  {"consume", dlq, "8", "--property", "print.headers=true"},
+                                  {{"DENORMD_KAFKA_PORT", KafkaPort(testing::TestKafkaBootstrap())}},
+                                  &output));
+  EXPECT_NE(std::string::npos, output.find("denormd-truncated:300060")) << output.substr(0, 4000);
+}
+
 using testing::PrivateKafka;
 
 TEST(KafkaDaemon, BrokerRestartWhileRunningLosesNothing) {

@@ -23,7 +23,7 @@ Config LoadArticleConfig() {
 Collections CollectionsOf(const MemoryState& state) {
   Collections out;
   for (const auto& collection : state.collections) {
-    for (const auto& doc : collection.second) out[collection.first][doc.first] = doc.second.json;
+    for (const auto& doc : collection.second) out[collection.first][doc.second.id] = doc.second.json;
   }
   return out;
 }

@@ -144,8 +144,31 @@ TEST(StableBuckets, AnUnderfullBucketBorrowsOrMerges) {
   EXPECT_EQ(std::vector<std::string>(), m.Differences());
   m.Apply({Delete(Id(6)), Delete(Id(9)), Delete(Id(10))});
   EXPECT_EQ("p:2=2", Shape(m));  // an emptied bucket is deleted
-  m.Apply({Delete(Id(11)), Delete(Id(12))});
+  before = Writes(m);
+  // The group emptied: its last bucket deleted, spliced (nothing rendered,
+  // so no warning that the stored buckets did not fit).
+  BatchStats stats = m.Apply({Delete(Id(11)), Delete(Id(12))});
   EXPECT_EQ("", Shape(m));
+  EXPECT_EQ(1u, Writes(m) - before);
+  EXPECT_EQ(0u, stats.tails_rendered);
+  EXPECT_EQ(std::vector<std::string>(), m.Differences());
+}
+
+TEST(StableBuckets, EmptyingAGroupOrItsTailRendersNothing) {
+  InMemory m(Config(4));
+  LoadInOrder(&m, 1, 1, "a");
+  BatchStats stats = m.Apply({Delete(Id(1))});  // the only member of group a
+  EXPECT_EQ(0u, stats.tails_rendered);
+  EXPECT_EQ(0u, m.Documents("pages").size());
+  LoadInOrder(&m, 12, 12, "b");  // b:0 c1-c4, b:1 c5-c8, b:2 c9-c12
+  stats = m.Apply({Delete(Id(9)), Delete(Id(10)), Delete(Id(11)), Delete(Id(12))});
+  EXPECT_EQ(0u, stats.tails_rendered);
+  EXPECT_EQ("b:0=4 b:1=4", Shape(m));
+  // A member leaving for another group empties its own.
+  m.Apply({Comment("x", "c", 1)});
+  stats = m.Apply({Comment("x", "b", 9)});
+  EXPECT_EQ(0u, stats.tails_rendered);
+  EXPECT_EQ("b:0=4 b:1=4 b:2=1", Shape(m));
   EXPECT_EQ(std::vector<std::string>(), m.Differences());
 }
 
@@ -199,6 +222,7 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenInvariant{"EmptyBucket", "bucket p:7 is empty",
                         [](InMemory* m) {
                           m->Documents("pages")["p:7"] = m->Documents("pages")["p:2"];
+                          m->Documents("pages")["p:7"].id = "p:7";
                           m->Documents("pages")["p:7"].bucket->number = 7;
                           SetItems(m, "p:7", {}, 7);
                         }},
@@ -212,6 +236,7 @@ INSTANTIATE_TEST_SUITE_P(
                           SetItems(m, "p:0", {1});
                           SetItems(m, "p:1", {2, 3, 4, 5});
                           m->Documents("pages")["p:3"] = m->Documents("pages")["p:2"];
+                          m->Documents("pages")["p:3"].id = "p:3";
                           m->Documents("pages")["p:3"].bucket->number = 3;
                           SetItems(m, "p:3", {9, 10}, 3);
                           SetItems(m, "p:2", {6, 7, 8});
