@@ -8,6 +8,7 @@
 // at the boundary: nothing here throws to the caller.
 #include "config/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace denormd {
 namespace {
@@ -117,6 +119,42 @@ bool IsSqlIdentifier(const std::string& s) {
 // path and template punctuation and ASCII whitespace.
 bool IsFieldNameChar(char c) {
   return std::strchr(".[]{}", c) == nullptr && !std::isspace(static_cast<unsigned char>(c));
+}
+
+// Where the second YAML document of a text starts, or nullopt when it holds
+// at most one. Counts with the event parser and stops after the second
+// document: yaml-cpp 0.7's LoadAll never returns on some malformed texts (a
+// line that starts with ",": the scanner yields empty documents without end),
+// and a config must not hang the daemon that reads it.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { last_start_ = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+  const YAML::Mark& last_start() const { return last_start_; }
+
+ private:
+  YAML::Mark last_start_ = YAML::Mark::null_mark();
+};
+
+std::optional<ConfigPlace> SecondDocumentPlace(const std::string& yaml_text) {
+  std::istringstream in(yaml_text);
+  YAML::Parser parser(in);
+  DocumentCounter counter;
+  if (!parser.HandleNextDocument(counter)) return std::nullopt;
+  if (!parser.HandleNextDocument(counter)) return std::nullopt;
+  const YAML::Mark& mark = counter.last_start();
+  if (mark.is_null()) return ConfigPlace{};
+  return ConfigPlace{mark.line + 1, mark.column + 1};
 }
 
 ConfigPlace PlaceOf(const YAML::Node& node) {
@@ -1311,12 +1349,14 @@ std::optional<Config> ParseConfig(const std::string& yaml_text, const std::strin
   Config config;
   config.path = file;
   try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
-    if (documents.size() > 1) {
-      errors->push_back(ConfigError{PlaceOf(documents[1]), "",
-                                    "the file holds several YAML documents; give one"});
+    // YAML::Load reads the first document only; SecondDocumentPlace reports
+    // any more without LoadAll (see there).
+    const YAML::Node document = YAML::Load(yaml_text);
+    if (const std::optional<ConfigPlace> second = SecondDocumentPlace(yaml_text)) {
+      errors->push_back(
+          ConfigError{*second, "", "the file holds several YAML documents; give one"});
     }
-    ConfigParser(kinds, errors).Parse(documents.empty() ? YAML::Node() : documents[0], &config);
+    ConfigParser(kinds, errors).Parse(document, &config);
   } catch (const YAML::Exception& e) {
     const ConfigPlace place =
         e.mark.is_null() ? ConfigPlace{} : ConfigPlace{e.mark.line + 1, e.mark.column + 1};

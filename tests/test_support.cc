@@ -193,12 +193,16 @@ InMemory::InMemory(const std::string& yaml, PlanOptions options) {
 }
 
 BatchStats InMemory::Apply(const std::vector<std::string>& events) {
-  std::vector<RawRecord> records;
-  for (const std::string& json : events) records.push_back(LogRecord({"test", 0, ++position_}, json));
   BatchStats stats;
-  Status status = applier_->Apply(&store_, DecodeBatch(*decoder_, records), &stats);
+  Status status = TryApply(events, &stats);
   EXPECT_TRUE(status.ok()) << status.ToString();
   return stats;
+}
+
+Status InMemory::TryApply(const std::vector<std::string>& events, BatchStats* stats) {
+  std::vector<RawRecord> records;
+  for (const std::string& json : events) records.push_back(LogRecord({"test", 0, ++position_}, json));
+  return applier_->Apply(&store_, DecodeBatch(*decoder_, records), stats);
 }
 
 std::vector<std::string> InMemory::Differences() {

@@ -98,6 +98,9 @@ class InMemory {
   explicit InMemory(const std::string& yaml, PlanOptions options = PlanOptions());
   // Applies `events` (native JSON) as one batch; the test fails on an error.
   BatchStats Apply(const std::vector<std::string>& events);
+  // Applies `events` as one batch and returns what the applier answered (a
+  // refused batch leaves the store as it was).
+  Status TryApply(const std::vector<std::string>& events, BatchStats* stats);
   // What `verify` finds (empty: every document exact).
   std::vector<std::string> Differences();
   // What `rebuild` does.

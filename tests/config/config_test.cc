@@ -752,7 +752,17 @@ projections:
 
 TEST(ConfigErrorTest, SeveralYamlDocuments) {
   ExpectOnlyError(std::string(kHead) + "  p: {from: book}\n---\nx: 1\n",
-                  "several YAML documents", 6, "");
+                  "several YAML documents", 5, "");  // the "---" that starts the second
+}
+
+// Found by tests/fuzz: yaml-cpp 0.7's LoadAll never returns (and grows
+// without bound) on a line that starts with ",". The parser must answer.
+TEST(ConfigErrorTest, ALineStartingWithACommaIsAnErrorNotAHang) {
+  for (const std::string& text : {std::string("\n,\n"), std::string(kHead) + ",\n"}) {
+    std::vector<ConfigError> errors;
+    EXPECT_FALSE(ParseConfig(text, "t.yaml", &errors).has_value()) << text;
+    EXPECT_FALSE(errors.empty()) << text;
+  }
 }
 
 TEST(ConfigErrorTest, GarbageNeverThrows) {
