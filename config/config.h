@@ -207,6 +207,7 @@ struct FeedConfig {
 
   // The topic changes of `collection` go to; nullptr when not published.
   const std::string* TopicOf(const std::string& collection) const;
+};
 
 // What `denormd prune` (and `run`, every interval_s) removes: state the
 // engine no longer needs. 0 turns a rule off.

@@ -600,7 +600,7 @@ std::map<std::string, std::map<std::string, std::string>> FeedExpectation(
     if (found == state.collections.end()) continue;
     const bool partitioned = config.HasPartitionKey(collection);
     for (const auto& doc : found->second) {
-      docs[FeedKey(partitioned, doc.second.pk, doc.first)] = doc.second.json;
+      docs[FeedKey(partitioned, doc.second.pk, doc.second.id)] = doc.second.json;
     }
   }
   return out;
