@@ -27,8 +27,8 @@ namespace {
 
 using KeyList = std::vector<std::string>;
 
-const KeyList kTopKeys = {"source", "store", "batch", "retention", "entities", "projections",
-                          "feed"};
+const KeyList kTopKeys = {"source", "store", "batch", "retention", "log", "entities",
+                          "projections", "feed"};
 const KeyList kSourceKeys = {"kafka"};
 const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
 const KeyList kStoreKeys = {"postgres", "schema", "connect_timeout_s", "statement_timeout_ms",
@@ -39,6 +39,7 @@ const KeyList kFeedKeys = {"brokers",      "topic",          "collections",     
 const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes"};
 const KeyList kRetentionKeys = {"tombstone_hours", "dead_letter_days", "max_dead_letters",
                                 "interval_s"};
+const KeyList kLogKeys = {"level", "format"};
 const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
                                  "exclude", "fields", "partition_key", "by",
                                  "size", "order_by", "field", "select", "layout"};
@@ -375,6 +376,7 @@ class ConfigParser {
   bool ReadTopic(const Item& item, std::string* out);
   void CheckFeed(Config* config);
   void ReadRetention(const Item& item, Config* config);
+  void ReadLog(const Item& item, Config* config);
   void ReadEntities(const Item& item, Config* config);
   void ReadProjections(const Item& item, Config* config);
   void ReadProjection(const Entry& entry, ProjectionConfig* out, CollectionUse* use);
@@ -594,6 +596,7 @@ void ConfigParser::Parse(const YAML::Node& root, Config* config) {
   if (Require(top, keys, "store")) ReadStore(section("store")->second, config);
   if (section("batch") != keys.end()) ReadBatch(section("batch")->second, config);
   if (section("retention") != keys.end()) ReadRetention(section("retention")->second, config);
+  if (section("log") != keys.end()) ReadLog(section("log")->second, config);
   if (Require(top, keys, "entities")) ReadEntities(section("entities")->second, config);
   if (Require(top, keys, "projections")) {
     ReadProjections(section("projections")->second, config);
@@ -760,6 +763,20 @@ void ConfigParser::ReadRetention(const Item& item, Config* config) {
     ReadUint(keys.at("max_dead_letters"), 0, &out.max_dead_letters);
   }
   if (keys.count("interval_s")) ReadUint(keys.at("interval_s"), 0, &out.interval_s);
+}
+
+void ConfigParser::ReadLog(const Item& item, Config* config) {
+  if (!ExpectMap(item)) return;
+  const auto keys = ReadKeys(item, kLogKeys);
+  std::string text;
+  if (keys.count("level") && ReadString(keys.at("level"), &text) &&
+      !ParseLogLevel(text, &config->log.level)) {
+    Error(keys.at("level"), "level must be debug, info, warn or error, found " + Quote(text));
+  }
+  if (keys.count("format") && ReadString(keys.at("format"), &text) &&
+      !ParseLogFormat(text, &config->log.format)) {
+    Error(keys.at("format"), "format must be text or json, found " + Quote(text));
+  }
 }
 
 void ConfigParser::ReadEntities(const Item& item, Config* config) {
@@ -1285,6 +1302,89 @@ std::string NormalizedExpression(const Expression& expression) {
       return expression.spec ? expression.spec->Normalized() : expression.derivation;
   }
   return "";
+}
+
+namespace {
+
+std::string JoinList(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return "[" + out + "]";
+}
+
+// A projection in one canonical line: equal for equal meaning, whatever its
+// place in the file or the spelling of its derivations.
+std::string NormalizedProjection(const ProjectionConfig& p) {
+  std::string out = "collection " + p.collection;
+  if (p.kind == ProjectionConfig::Kind::kEntity) {
+    out += " from " + p.from;
+    if (p.has_include) out += " include " + JoinList(p.include);
+    out += " exclude " + JoinList(p.exclude) + " partition_key " + p.partition_key + " fields {";
+    for (const auto& field : p.fields) out += field.first + ": " + NormalizedExpression(field.second) + "; ";
+    return out + "}";
+  }
+  const bool stable = p.layout == ProjectionConfig::BucketLayout::kStable;
+  return out + " buckets " + p.buckets + " by " + p.by.text + " size " + std::to_string(p.size) +
+         " " + NormalizedOrderBy(p.order_by) + " field " + p.field + " " +
+         NormalizedSelection(p.select) + " layout " + (stable ? "stable" : "packed");
+}
+
+std::string NormalizedProperties(const KafkaSourceConfig& kafka) {
+  std::string out;
+  for (const auto& property : kafka.properties) out += property.first + "=" + property.second + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> ConfigChanges(const Config& before, const Config& after) {
+  std::vector<std::string> changed;
+  const auto compare = [&changed](const char* name, const auto& a, const auto& b) {
+    if (!(a == b)) changed.push_back(name);
+  };
+  if (before.kafka.has_value() != after.kafka.has_value()) {
+    changed.push_back("source.kafka");
+  } else if (before.kafka) {
+    const KafkaSourceConfig& a = *before.kafka;
+    const KafkaSourceConfig& b = *after.kafka;
+    compare("source.kafka.brokers", a.brokers, b.brokers);
+    compare("source.kafka.topics", a.topics, b.topics);
+    compare("source.kafka.group", a.group, b.group);
+    compare("source.kafka.dead_letter_topic", a.dead_letter_topic, b.dead_letter_topic);
+    compare("source.kafka.properties", NormalizedProperties(a), NormalizedProperties(b));
+  }
+  compare("store.postgres", before.store.postgres, after.store.postgres);
+  compare("store.schema", before.store.schema, after.store.schema);
+  compare("store.connect_timeout_s", before.store.connect_timeout_s, after.store.connect_timeout_s);
+  compare("store.statement_timeout_ms", before.store.statement_timeout_ms,
+          after.store.statement_timeout_ms);
+  compare("store.lock_timeout_ms", before.store.lock_timeout_ms, after.store.lock_timeout_ms);
+  compare("batch.max_events", before.batch.max_events, after.batch.max_events);
+  compare("batch.max_delay_ms", before.batch.max_delay_ms, after.batch.max_delay_ms);
+  compare("batch.max_event_bytes", before.batch.max_event_bytes, after.batch.max_event_bytes);
+  compare("retention.tombstone_hours", before.retention.tombstone_hours,
+          after.retention.tombstone_hours);
+  compare("retention.dead_letter_days", before.retention.dead_letter_days,
+          after.retention.dead_letter_days);
+  compare("retention.max_dead_letters", before.retention.max_dead_letters,
+          after.retention.max_dead_letters);
+  compare("retention.interval_s", before.retention.interval_s, after.retention.interval_s);
+  compare("log.level", before.log.level, after.log.level);
+  compare("log.format", before.log.format, after.log.format);
+  compare("entities", before.entities, after.entities);
+  // Projections in the order of `after`, then those `after` dropped.
+  for (const ProjectionConfig& projection : after.projections) {
+    const ProjectionConfig* old = before.FindProjection(projection.name);
+    if (old == nullptr || NormalizedProjection(*old) != NormalizedProjection(projection)) {
+      changed.push_back("projections." + projection.name);
+    }
+  }
+  for (const ProjectionConfig& projection : before.projections) {
+    if (after.FindProjection(projection.name) == nullptr) {
+      changed.push_back("projections." + projection.name);
+    }
+  }
+  return changed;
 }
 
 bool Config::HasEntity(const std::string& type) const {

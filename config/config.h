@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/log.h"
 #include "common/status.h"
 #include "config/derivation_syntax.h"
 
@@ -225,6 +226,13 @@ struct RetentionConfig {
   uint64_t interval_s = 3600;
 };
 
+// How every command logs (common/log.h). The command line (-v, -q,
+// --log-format) and $DENORMD_LOG_FORMAT override these.
+struct LogConfig {
+  LogLevel level = LogLevel::kInfo;     // lines below it are dropped
+  LogFormat format = LogFormat::kText;  // text (key=value) or json lines
+};
+
 struct Config {
   std::string path;  // the file it was read from
   std::optional<KafkaSourceConfig> kafka;
@@ -232,6 +240,7 @@ struct Config {
   BatchConfig batch;
   std::optional<FeedConfig> feed;
   RetentionConfig retention;
+  LogConfig log;
   std::vector<std::string> entities;
   std::vector<ProjectionConfig> projections;  // in file order
 
@@ -273,6 +282,15 @@ std::optional<Config> ParseConfig(const std::string& yaml_text, const std::strin
 std::string NormalizedSelection(const Selection& selection);
 std::string NormalizedOrderBy(const OrderBy& order_by);
 std::string NormalizedExpression(const Expression& expression);
+
+// The settings that differ between `before` and `after`, by dotted name, in
+// the order of the sections (source, store, batch, retention, log, entities,
+// projections): "source.kafka.brokers", "store.schema", "batch.max_events",
+// "retention.interval_s", "log.level", "entities", "projections.books" (one name per projection
+// added, removed or changed in meaning; a projection's place in the file and
+// the spelling of its derivations do not count). `path` is ignored. Empty
+// when the two configurations mean the same.
+std::vector<std::string> ConfigChanges(const Config& before, const Config& after);
 
 // Path and template syntax, shared by the parser and by tests. InvalidInput
 // with what is wrong and where on bad syntax.

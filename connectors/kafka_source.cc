@@ -53,7 +53,10 @@ class KafkaEventSource::Rebalancer : public RdKafka::RebalanceCb {
 
 KafkaEventSource::KafkaEventSource(const Config& config, PositionLoader loader,
                                    const std::atomic<bool>* stopping)
-    : config_(config), loader_(std::move(loader)), stopping_(stopping) {}
+    : config_(config),
+      loader_(std::move(loader)),
+      stopping_(stopping),
+      max_event_bytes_(config.batch.max_event_bytes) {}
 
 KafkaEventSource::~KafkaEventSource() { Close(); }
 
@@ -210,7 +213,7 @@ RawRecord KafkaEventSource::ToRecord(RdKafka::Message& message) const {
     record.key.emplace(static_cast<const char*>(message.key_pointer()), message.key_len());
   }
   if (message.payload() != nullptr) {
-    const uint64_t limit = config_.batch.max_event_bytes;
+    const uint64_t limit = max_event_bytes_;
     if (message.len() > limit) {
       record.refusal = TooLargeRefusal(message.len(), limit);
       record.value.emplace(static_cast<const char*>(message.payload()), kRefusedRecordBytes);

@@ -76,6 +76,10 @@ class KafkaEventSource : public EventSource, public DeadLetterSink {
   // Leaves the group cleanly (revokes partitions) and closes. Idempotent.
   void Close();
 
+  // The largest message value accepted from now on (batch.max_event_bytes,
+  // which it starts as); larger ones become refused records. For a reload.
+  void SetMaxEventBytes(uint64_t bytes) { max_event_bytes_ = bytes; }
+
  private:
   class Rebalancer;
   Status LoadStoredPositions(const std::vector<TopicPartition>& partitions,
@@ -91,6 +95,7 @@ class KafkaEventSource : public EventSource, public DeadLetterSink {
   std::unique_ptr<RdKafka::Producer> dead_letter_producer_;
   std::map<TopicPartition, int64_t> committed_;  // assigned partitions -> position (-1 none)
   uint64_t generation_ = 0;                      // bumped by every rebalance
+  uint64_t max_event_bytes_;
   bool closed_ = false;
 };
 

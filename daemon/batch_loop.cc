@@ -32,6 +32,7 @@ Status BatchLoop::Run() {
     std::vector<RawRecord> records;
     DENORMD_RETURN_IF_ERROR(source_.Poll(std::max<size_t>(1, options_.max_events),
                                          options_.max_delay_ms, options_.idle_ms, &records));
+    if (hooks_.alive) hooks_.alive();
     if (hooks_.after_poll) hooks_.after_poll();
     if (records.empty()) continue;
     Outcome outcome;
@@ -97,6 +98,7 @@ Status BatchLoop::ApplyWithRetry(const std::vector<RawRecord>& records, const st
       WarnIfTailsRendered(stats);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (hooks_.alive) hooks_.alive();
       if (hooks_.on_commit) hooks_.on_commit(records, stats, seconds, attempt);
       *outcome = Outcome::kCommitted;
       return Status::Ok();
@@ -145,6 +147,7 @@ PositionLoader LoadPositionsFrom(Store& store) {
 void BatchLoop::Pause(int ms) const {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   while (!stopping_.load() && std::chrono::steady_clock::now() < until) {
+    if (hooks_.alive) hooks_.alive();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }

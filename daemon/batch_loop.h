@@ -24,7 +24,8 @@
 // Logs: batch_retry, batch_recovered, batch_fenced, batch_abandoned_for_stop,
 // batch_split, record_refused, dead_letters_not_published,
 // bucket_tails_rendered.
-// Not thread-safe; `stopping` may be set from a signal handler.
+// Not thread-safe (one thread runs it and its hooks); `stopping` may be set
+// from a signal handler.
 #ifndef DENORMD_DAEMON_BATCH_LOOP_H_
 #define DENORMD_DAEMON_BATCH_LOOP_H_
 
@@ -59,6 +60,11 @@ struct BatchLoopHooks {
       on_commit;
   // After an attempt failed transiently, before the pause.
   std::function<void(const Status& error, int attempt)> on_retry;
+  // Whenever the loop is known to be healthy: after every poll and commit,
+  // and about every 20 ms of a pause between attempts. Never while the loop
+  // is blocked inside the source or the store, so a watchdog fed from here
+  // (ServiceNotifier::KeepAlive) fires on a hang, not on an outage.
+  std::function<void()> alive;
 };
 
 class BatchLoop {
@@ -71,6 +77,12 @@ class BatchLoop {
   // Runs until the source is exhausted or a stop is requested (Ok), or until
   // a batch fails for good (that error).
   Status Run();
+
+  // Replaces the options from the next poll on (a reload). Call it only on
+  // the loop's own thread, i.e. from a hook; the batch in hand keeps the
+  // options it was read with.
+  void SetOptions(const BatchLoopOptions& options) { options_ = options; }
+  const BatchLoopOptions& options() const { return options_; }
 
  private:
   enum class Outcome { kCommitted, kFenced, kAbandoned };
@@ -88,7 +100,7 @@ class BatchLoop {
   const BatchApplier& applier_;
   Store& store_;
   DeadLetterSink* dead_letters_;
-  const BatchLoopOptions options_;
+  BatchLoopOptions options_;
   const BatchLoopHooks hooks_;
   const std::atomic<bool>& stopping_;
 };

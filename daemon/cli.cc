@@ -17,6 +17,7 @@
 #include "connectors/kafka_source.h"
 #include "connectors/postgres_store.h"
 #include "daemon/engine.h"
+#include "daemon/reload.h"
 #include "daemon/replay.h"
 #include "daemon/run.h"
 #include "daemon/test_command.h"
@@ -70,7 +71,12 @@ Options:
   --batch N[,N...]         test: run the logs at each batch size (default
                            batch.max_events); exit 1 if any two results differ
   -q, --quiet              no progress output, warnings and errors only
-  -v, --verbose            debug log lines; test: every difference (else the first 100)
+                           (overrides log.level)
+  -v, --verbose            debug log lines (overrides log.level); test: every
+                           difference (else the first 100)
+  --log-format FORMAT      log lines on stderr as text (key=value, the default)
+                           or json (one object per line); overrides
+                           $DENORMD_LOG_FORMAT and log.format
   -h, --help               this text
 
 Environment:
@@ -78,6 +84,14 @@ Environment:
   DENORMD_KAFKA_BROKERS    bootstrap servers (overrides source.kafka.brokers, and the
                            feed's when it has none of its own)
   DENORMD_FEED_BROKERS     bootstrap servers of the change feed (overrides feed.brokers)
+  DENORMD_LOG_FORMAT       text or json (overrides log.format)
+  NOTIFY_SOCKET            run: the systemd notification socket (Type=notify):
+                           READY=1 once the store is open and the topics
+                           subscribed, WATCHDOG=1 when WATCHDOG_USEC is set
+
+Signals (run): SIGTERM, SIGINT finish the batch, commit and exit 0; SIGHUP reads
+the config again and applies batch.*, retention.* and log.* between batches; any
+other change is refused with a config_reload_refused log line, the old config kept.
 
 Exit status: 0 success; 1 failure, or differences found by verify or test; 2 bad usage
 or config.
@@ -106,6 +120,7 @@ struct Arguments {
   std::vector<size_t> batch_sizes;
   bool quiet = false;
   bool verbose = false;
+  std::optional<LogFormat> log_format;  // --log-format, else $DENORMD_LOG_FORMAT
   bool help = false;
   std::vector<std::string> rest;
 };
@@ -166,6 +181,12 @@ Status ParseArguments(const std::vector<std::string>& args, Arguments* out) {
       out->topic = v;
     } else if (arg == "--no-relay") {
       out->no_relay = true;
+    } else if (is("--log-format")) {
+      LogFormat format;
+      if (!value(&v) || !ParseLogFormat(v, &format)) {
+        return Status::InvalidInput("--log-format needs text or json");
+      }
+      out->log_format = format;
     } else if (is("--expect")) {
       if (!value(&v) || v.empty()) return Status::InvalidInput("--expect needs a file");
       out->expect = v;
@@ -203,14 +224,31 @@ Status ParseArguments(const std::vector<std::string>& args, Arguments* out) {
   return Status::Ok();
 }
 
-std::optional<Config> LoadConfigOrReport(const std::string& path) {
-  std::vector<ConfigError> errors;
-  std::optional<Config> config = LoadConfig(path, &errors);
+// $DENORMD_LOG_FORMAT, when --log-format is not given; InvalidInput when
+// it names no format.
+Status ReadLogFormatFromEnvironment(Arguments* args) {
+  const char* env = std::getenv("DENORMD_LOG_FORMAT");
+  if (args->log_format || env == nullptr || *env == '\0') return Status::Ok();
+  LogFormat format;
+  if (!ParseLogFormat(env, &format)) {
+    return Status::InvalidInput("DENORMD_LOG_FORMAT must be text or json, not \"" +
+                                std::string(env) + "\"");
+  }
+  args->log_format = format;
+  return Status::Ok();
+}
+
+// The configuration a command runs with: the file, validated, then the
+// environment and the command line on top of it. Reading it again (a
+// reload) gives the same overrides.
+std::optional<Config> LoadEffectiveConfig(const Arguments& args, std::vector<ConfigError>* errors) {
+  std::optional<Config> config = LoadConfig(args.config_path, errors);
+  if (!config) return config;
   // $DENORMD_KAFKA_BROKERS overrides source.kafka.brokers, as
   // $DENORMD_POSTGRES overrides store.postgres: one config file serves
   // every environment.
   const char* brokers = std::getenv("DENORMD_KAFKA_BROKERS");
-  if (config && config->kafka && brokers != nullptr && *brokers != '\0') {
+  if (config->kafka && brokers != nullptr && *brokers != '\0') {
     // A feed without brokers of its own follows the source's.
     if (config->feed && config->feed->brokers == config->kafka->brokers) {
       config->feed->brokers = brokers;
@@ -218,14 +256,28 @@ std::optional<Config> LoadConfigOrReport(const std::string& path) {
     config->kafka->brokers = brokers;
   }
   const char* feed_brokers = std::getenv("DENORMD_FEED_BROKERS");
-  if (config && config->feed && feed_brokers != nullptr && *feed_brokers != '\0') {
+  if (config->feed && feed_brokers != nullptr && *feed_brokers != '\0') {
     config->feed->brokers = feed_brokers;
   }
+  if (args.batch_size) config->batch.max_events = *args.batch_size;
+  if (args.verbose) config->log.level = LogLevel::kDebug;
+  if (args.quiet) config->log.level = LogLevel::kWarn;
+  if (args.log_format) config->log.format = *args.log_format;
+  return config;
+}
+
+// LoadEffectiveConfig, its errors printed; the process logs as it says.
+std::optional<Config> LoadConfigOrReport(const Arguments& args) {
+  const std::string& path = args.config_path;
+  std::vector<ConfigError> errors;
+  std::optional<Config> config = LoadEffectiveConfig(args, &errors);
   for (const ConfigError& error : errors) std::cerr << error.ToString(path) << "\n";
   if (!config) {
     std::cerr << path << ": " << errors.size() << " error" << (errors.size() == 1 ? "" : "s")
               << "; see docs/configuration.md\n";
+    return config;
   }
+  ApplyLogConfig(config->log);
   return config;
 }
 
@@ -243,7 +295,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 int Check(const Arguments& args) {
-  std::optional<Config> config = LoadConfigOrReport(args.config_path);
+  std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
   std::cout << args.config_path << ": ok: " << config->entities.size() << " entity types, "
             << config->projections.size() << " projections into "
@@ -256,9 +308,8 @@ int Check(const Arguments& args) {
 // its plan and the store, opened. Returns an exit code (kExitOk on success).
 int OpenEngine(const Arguments& args, std::unique_ptr<Engine>* out,
                bool allow_stale_index = false) {
-  std::optional<Config> config = LoadConfigOrReport(args.config_path);
+  std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
-  if (args.batch_size) config->batch.max_events = *args.batch_size;
   std::string connection = args.postgres ? *args.postgres : PostgresConnectionString(*config);
   *out = std::make_unique<Engine>(std::move(*config), connection);
   Status status = (*out)->store.Open(allow_stale_index);
@@ -481,7 +532,7 @@ int PruneCommand(const Arguments& args) {
 }
 
 int Publish(const Arguments& args) {
-  std::optional<Config> config = LoadConfigOrReport(args.config_path);
+  std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
   if (!config->kafka) {
     std::cerr << args.config_path << ": `publish` needs source.kafka (brokers, topics)\n";
@@ -506,7 +557,7 @@ int Publish(const Arguments& args) {
 }
 
 int Relay(const Arguments& args) {
-  std::optional<Config> config = LoadConfigOrReport(args.config_path);
+  std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
   if (!config->feed) {
     std::cerr << args.config_path << ": `relay` needs a feed section (topic or collections)\n";
@@ -546,24 +597,29 @@ int Test(const Arguments& args) {
                  "several batch sizes\n";
     return kExitUsage;
   }
-  std::optional<Config> config = LoadConfigOrReport(args.config_path);
+  std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
   return RunTestCommand(*config, options, std::cout, std::cerr);
 }
 
 int Run(const Arguments& args) {
-  std::optional<Config> config = LoadConfigOrReport(args.config_path);
+  std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
   if (!config->kafka) {
     std::cerr << args.config_path << ": `run` needs source.kafka (brokers, topics, group)\n";
     return kExitUsage;
   }
-  if (args.batch_size) config->batch.max_events = *args.batch_size;
   RunOptions options;
   options.postgres = args.postgres ? *args.postgres : PostgresConnectionString(*config);
   options.metrics_port = args.metrics_port;
   options.metrics_address = args.metrics_address;
   options.relay = !args.no_relay;
+  options.reread_config = [args](std::vector<std::string>* errors) {
+    std::vector<ConfigError> found;
+    std::optional<Config> config = LoadEffectiveConfig(args, &found);
+    for (const ConfigError& error : found) errors->push_back(error.ToString(args.config_path));
+    return config;
+  };
   return RunDaemon(std::move(*config), options);
 }
 
@@ -576,13 +632,16 @@ int RunCommandLine(const std::vector<std::string>& argv) {
     std::cout << kUsage;
     return argv.empty() ? kExitUsage : kExitOk;
   }
+  if (parsed.ok()) parsed = ReadLogFormatFromEnvironment(&args);
   if (!parsed.ok()) {
     std::cerr << "denormd: " << parsed.message()
               << "\n(denormd --help explains the commands and options)\n";
     return kExitUsage;
   }
+  // Until the config is read (which may set them too; LoadConfigOrReport).
   if (args.verbose) SetLogLevel(LogLevel::kDebug);
   if (args.quiet) SetLogLevel(LogLevel::kWarn);
+  if (args.log_format) SetLogFormat(*args.log_format);
   const std::string& c = args.command;
   bool known = c == "run" || c == "replay" || c == "rebuild" || c == "verify" || c == "status" ||
                c == "check" || c == "publish" || c == "test" || c == "prune" || c == "relay";

@@ -4,8 +4,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <iostream>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/log.h"
@@ -18,14 +20,18 @@
 #include "daemon/http_server.h"
 #include "daemon/metrics.h"
 #include "daemon/relay.h"
+#include "daemon/reload.h"
+#include "daemon/service_notifier.h"
 
 namespace denormd {
 
 namespace {
 
-// The signal handler only flips this flag; the loop polls it with bounded
-// timeouts, so a stop request is honoured within one poll or one batch.
+// The signal handlers only flip these flags; the loop polls them with
+// bounded timeouts, so a stop request is honoured within one poll or one
+// batch, and a reload request between two batches.
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
 std::atomic<int> g_signal{0};
 
 extern "C" void OnStopSignal(int signal) {
@@ -33,13 +39,39 @@ extern "C" void OnStopSignal(int signal) {
   g_stop.store(true);
 }
 
+extern "C" void OnReloadSignal(int /*signal*/) { g_reload.store(true); }
+
 void InstallSignalHandlers() {
   struct sigaction action = {};
   action.sa_handler = OnStopSignal;
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+  action.sa_handler = OnReloadSignal;
+  sigaction(SIGHUP, &action, nullptr);
   signal(SIGPIPE, SIG_IGN);
+}
+
+// How much longer than its pause one attempt to open the store may take
+// (a connection attempt, store.connect_timeout_s, 10 s by default, then the
+// schema statements) before systemd gives up the start.
+constexpr int kStartAttemptMarginMs = 60000;
+
+// Rows one prune transaction removes at most (as `denormd prune`).
+constexpr size_t kPruneChunkRows = 10000;
+
+// `text` on one line, for a STATUS= value (libpq messages span lines).
+std::string OneLine(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n' || c == '\r') {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
 }
 
 double UnixSeconds() {
@@ -47,12 +79,33 @@ double UnixSeconds() {
       .count();
 }
 
-// Sleeps up to `ms`, waking early on a stop request.
-void SleepUnlessStopping(int ms) {
+// Sleeps up to `ms`, waking early on a stop request; keeps the watchdog fed.
+void SleepUnlessStopping(int ms, ServiceNotifier& notifier) {
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   while (!g_stop.load() && std::chrono::steady_clock::now() < until) {
+    notifier.KeepAlive();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+// `loader`, feeding the watchdog around every call: while the store is away
+// during a partition assignment, the Kafka source calls it again and again
+// (after pauses of at most 5 s) from inside a poll.
+PositionLoader KeepingAlive(PositionLoader loader, ServiceNotifier* notifier) {
+  return [loader = std::move(loader), notifier](const std::string& source,
+                                                std::map<int32_t, int64_t>* positions) {
+    notifier->KeepAlive();
+    Status status = loader(source, positions);
+    notifier->KeepAlive();
+    return status;
+  };
+}
+
+BatchLoopOptions LoopOptionsFor(const BatchConfig& batch) {
+  BatchLoopOptions options;
+  options.max_events = batch.max_events;
+  options.max_delay_ms = static_cast<int>(batch.max_delay_ms);
+  return options;
 }
 
 // Health as /healthz reports it: the store answered the last time it was used.
@@ -79,8 +132,11 @@ class Daemon {
  public:
   Daemon(Config config, const RunOptions& options)
       : options_(options),
+        notifier_(ServiceNotifierFromEnvironment()),
         engine_(std::move(config), options.postgres),
-        source_(engine_.config, LoadPositionsFrom(engine_.store), &g_stop),
+        running_(engine_.config),
+        source_(engine_.config, KeepingAlive(LoadPositionsFrom(engine_.store), notifier_.get()),
+                &g_stop),
         http_([this] { return metrics_.Render(); },
               [this](std::string* why) { return health_.Get(why); }) {}
 
@@ -88,16 +144,10 @@ class Daemon {
     InstallSignalHandlers();
     if (options_.metrics_port > 0) {
       Status status = http_.Start(options_.metrics_address, options_.metrics_port);
-      if (!status.ok()) {
-        std::cerr << "denormd run: " << status.message() << "\n";
-        return kExitUsage;
-      }
+      if (!status.ok()) return StartFailed(status, kExitUsage);
     }
     Status opened = OpenStoreWithRetry();
-    if (!opened.ok()) {
-      std::cerr << "denormd run: " << opened.message() << "\n";
-      return Shutdown(kExitUsage);
-    }
+    if (!opened.ok()) return Shutdown(StartFailed(opened, kExitUsage));
     if (g_stop.load()) return Shutdown(kExitOk);
     if (engine_.config.feed && options_.relay) {
       // After the store is open: the outbox exists.
@@ -106,8 +156,7 @@ class Daemon {
     }
     Status status = source_.Open();
     if (!status.ok()) {
-      std::cerr << "denormd run: " << status.message() << "\n";
-      return Shutdown(status.IsInvalidInput() ? kExitUsage : kExitFailure);
+      return Shutdown(StartFailed(status, status.IsInvalidInput() ? kExitUsage : kExitFailure));
     }
     const Config& config = engine_.config;
     Log(LogLevel::kInfo, "daemon_started",
@@ -116,6 +165,9 @@ class Daemon {
          {"batch_max_delay_ms", config.batch.max_delay_ms},
          {"metrics_port", http_.port()},
          {"feed_relay", relay_ ? "on" : config.feed ? "off (--no-relay)" : "no feed"}});
+    // Ready: the store is open and the consumer subscribed. Partitions are
+    // assigned by the group in the first polls.
+    notifier_->Notify("READY=1\nSTATUS=" + ConsumingStatus());
     return Shutdown(Loop());
   }
 
@@ -134,29 +186,52 @@ class Daemon {
       }
       health_.Set(false, "store unavailable: " + status.message());
       Log(LogLevel::kWarn, "store_unavailable", {{"attempt", attempt}, {"error", status.message()}});
-      SleepUnlessStopping(RetryBackoffMs(attempt));
+      const int pause_ms = RetryBackoffMs(attempt);
+      notifier_->Notify(
+          "EXTEND_TIMEOUT_USEC=" + std::to_string((pause_ms + kStartAttemptMarginMs) * 1000LL) +
+          "\nSTATUS=waiting for PostgreSQL: attempt " + std::to_string(attempt) + ": " +
+          OneLine(status.message()));
+      SleepUnlessStopping(pause_ms, *notifier_);
     }
     return Status::Ok();
   }
 
+  // Logs why the start failed; returns `code`.
+  int StartFailed(const Status& status, int code) {
+    Log(LogLevel::kError, "start_failed", {{"error", status.message()}, {"exit_code", code}});
+    notifier_->Notify("STATUS=start failed: " + OneLine(status.message()));
+    return code;
+  }
+
   int Loop() {
-    const Config& config = engine_.config;
-    BatchLoopOptions options;
-    options.max_events = config.batch.max_events;
-    options.max_delay_ms = static_cast<int>(config.batch.max_delay_ms);
     BatchLoopHooks hooks;
-    hooks.after_poll = [this] { UpdateLag(); };
+    hooks.alive = [this] {
+      notifier_->KeepAlive();
+      if (g_stop.load()) NoteStopping("stopping: finishing the batch in hand");
+    };
+    hooks.after_poll = [this] {
+      UpdateLag();
+      if (g_reload.exchange(false)) Reload();
+      PruneWhenDue();
+    };
     hooks.on_commit = [this](const std::vector<RawRecord>& records, const BatchStats& stats,
-                             double seconds, int /*attempts*/) { OnCommit(records, stats, seconds); };
-    hooks.on_retry = [this](const Status& error, int /*attempt*/) {
+                             double seconds, int attempts) {
+      OnCommit(records, stats, seconds);
+      if (attempts > 1) notifier_->Notify("STATUS=" + ConsumingStatus());
+    };
+    hooks.on_retry = [this](const Status& error, int attempt) {
       metrics_.AddRetry();
       health_.Set(false, "store unavailable: " + error.message());
       metrics_.SetStoreHealthy(false);
+      notifier_->Notify("STATUS=retrying a batch: attempt " + std::to_string(attempt) + ": " +
+                        OneLine(error.message()));
     };
-    BatchLoop loop(source_, engine_.decoder, engine_.applier, engine_.store, &source_, options,
-                   std::move(hooks), g_stop);
+    BatchLoop loop(source_, engine_.decoder, engine_.applier, engine_.store, &source_,
+                   LoopOptionsFor(running_.batch), std::move(hooks), g_stop);
+    loop_ = &loop;
     window_start_ = std::chrono::steady_clock::now();
     Status status = loop.Run();
+    loop_ = nullptr;
     if (status.ok()) return kExitOk;
     Log(LogLevel::kError, "batch_failed", {{"error", status.message()}});
     return kExitFailure;
@@ -192,6 +267,95 @@ class Daemon {
     }
   }
 
+  // Every retention.interval_s (counted from the start, then from the end of
+  // the last prune), between two batches: what `denormd prune` does, in
+  // chunks of kPruneChunkRows rows, each its own short transaction, stopping
+  // early on a stop request. A failure is logged and tried again at the next
+  // interval: pruning is housekeeping and never stops the run.
+  void PruneWhenDue() {
+    const uint64_t interval_s = running_.retention.interval_s;
+    if (interval_s == 0 || g_stop.load()) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_prune_ < std::chrono::seconds(interval_s)) return;
+    PruneReport report;
+    Status status = engine_.store.Prune(
+        running_.retention, kPruneChunkRows, &report,
+        [this](const PruneReport&) { notifier_->KeepAlive(); }, [] { return g_stop.load(); });
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count();
+    last_prune_ = std::chrono::steady_clock::now();
+    if (!status.ok()) {
+      Log(LogLevel::kWarn, "prune_failed",
+          {{"error", status.message()}, {"rows_removed", report.total()},
+           {"next_in_s", interval_s}});
+      return;
+    }
+    Log(report.total() > 0 ? LogLevel::kInfo : LogLevel::kDebug, "pruned",
+        {{"tombstones", report.tombstones}, {"dead_letters", report.dead_letters},
+         {"lock_rows", report.lock_rows}, {"zero_counts", report.zero_counts},
+         {"ms", seconds * 1000}});
+  }
+
+  // SIGHUP, between two batches (the loop's thread): tells the service
+  // manager, reads the file again and applies what may change live.
+  void Reload() {
+    notifier_->Notify("RELOADING=1\nMONOTONIC_USEC=" + std::to_string(MonotonicMicros()) +
+                      "\nSTATUS=reloading " + running_.path);
+    const std::string outcome = ApplyReload();
+    notifier_->Notify("READY=1\nSTATUS=" + ConsumingStatus() + "; " + outcome);
+  }
+
+  // Returns the outcome for STATUS=; logs config_reloaded or
+  // config_reload_refused.
+  std::string ApplyReload() {
+    std::vector<std::string> errors;
+    std::optional<Config> fresh;
+    if (options_.reread_config) fresh = options_.reread_config(&errors);
+    if (!fresh) {
+      for (const std::string& error : errors) Log(LogLevel::kError, "config_error", {{"error", error}});
+      Log(LogLevel::kError, "config_reload_refused",
+          {{"file", running_.path},
+           {"reason", options_.reread_config ? "the file does not validate (errors above)"
+                                             : "this run cannot read its config again"},
+           {"kept", "the running configuration"}});
+      return "reload refused: invalid configuration";
+    }
+    const ReloadDecision decision = DecideReload(running_, *fresh);
+    if (!decision.accepted()) {
+      Log(LogLevel::kError, "config_reload_refused",
+          {{"file", running_.path}, {"changed", JoinSettings(decision.needs_restart)},
+           {"needs", RefusedReloadRemedy(decision)},
+           {"reason", "these settings cannot change while denormd runs; nothing was applied"},
+           {"kept", "the running configuration"}});
+      return "reload refused: " + JoinSettings(decision.needs_restart) + " need " +
+             RefusedReloadRemedy(decision);
+    }
+    running_.batch = fresh->batch;
+    running_.retention = fresh->retention;
+    running_.log = fresh->log;
+    ApplyLogConfig(running_.log);
+    loop_->SetOptions(LoopOptionsFor(running_.batch));
+    source_.SetMaxEventBytes(running_.batch.max_event_bytes);
+    Log(LogLevel::kInfo, "config_reloaded",
+        {{"file", running_.path}, {"changed", JoinSettings(decision.live)},
+         {"batch_max_events", running_.batch.max_events},
+         {"batch_max_delay_ms", running_.batch.max_delay_ms},
+         {"batch_max_event_bytes", running_.batch.max_event_bytes},
+         {"log_level", LogLevelName(running_.log.level)},
+         {"log_format", LogFormatName(running_.log.format)}});
+    return "configuration reloaded (changed: " + JoinSettings(decision.live) + ")";
+  }
+
+  // "consuming <topics> as group <group> into schema <schema>"
+  std::string ConsumingStatus() const {
+    std::string topics;
+    for (const std::string& topic : running_.kafka->topics) {
+      topics += (topics.empty() ? "" : ",") + topic;
+    }
+    return "consuming " + topics + " as group " + running_.kafka->group + " into schema " +
+           running_.store.schema;
+  }
+
   void UpdateLag() {
     auto now = std::chrono::steady_clock::now();
     if (now - last_lag_update_ < std::chrono::seconds(1)) return;
@@ -199,7 +363,17 @@ class Daemon {
     metrics_.SetLag(source_.Lag());
   }
 
+  // STOPPING=1, once: as soon as the loop sees a stop request (it then
+  // finishes the batch in hand), or when shutting down for another reason
+  // (keeping the STATUS= that said why).
+  void NoteStopping(const std::string& status = "") {
+    if (stopping_noted_) return;
+    stopping_noted_ = true;
+    notifier_->Notify("STOPPING=1" + (status.empty() ? "" : "\nSTATUS=" + status));
+  }
+
   int Shutdown(int code) {
+    NoteStopping();
     if (relay_) relay_->Stop();
     source_.Close();
     http_.Stop();
@@ -209,14 +383,22 @@ class Daemon {
   }
 
   const RunOptions& options_;
+  const std::unique_ptr<ServiceNotifier> notifier_;
   Engine engine_;
+  // The settings in effect: engine_.config's, with the batch and log
+  // sections of the last accepted reload.
+  Config running_;
   Metrics metrics_;
   Health health_;
   KafkaEventSource source_;
   MetricsHttpServer http_;
   std::unique_ptr<RelayThread> relay_;
+  BatchLoop* loop_ = nullptr;  // while Loop() runs
+  bool stopping_noted_ = false;
   std::chrono::steady_clock::time_point last_lag_update_;
   std::chrono::steady_clock::time_point window_start_;
+  // Counted from the start: the first prune is one interval in.
+  std::chrono::steady_clock::time_point last_prune_ = std::chrono::steady_clock::now();
   uint64_t total_events_ = 0;
   uint64_t window_events_ = 0;
 };
@@ -227,6 +409,7 @@ class RelayDaemon {
  public:
   RelayDaemon(Config config, const RunOptions& options)
       : options_(options),
+        notifier_(ServiceNotifierFromEnvironment()),
         config_(std::move(config)),
         store_(config_, options.postgres),
         http_([this] { return metrics_.Render(); },
@@ -236,21 +419,20 @@ class RelayDaemon {
     InstallSignalHandlers();
     if (options_.metrics_port > 0) {
       Status status = http_.Start(options_.metrics_address, options_.metrics_port);
-      if (!status.ok()) {
-        std::cerr << "denormd relay: " << status.message() << "\n";
-        return kExitUsage;
-      }
+      if (!status.ok()) return StartFailed(status, kExitUsage);
     }
     for (int attempt = 1; !g_stop.load(); ++attempt) {
       Status status = store_.Open(/*allow_stale_index=*/true);
-      if (status.IsInvalidInput()) {
-        std::cerr << "denormd relay: " << status.message() << "\n";
-        return Shutdown(kExitUsage);
-      }
+      if (status.IsInvalidInput()) return Shutdown(StartFailed(status, kExitUsage));
       if (status.ok()) break;
       health_.Set(false, "store unavailable: " + status.message());
       Log(LogLevel::kWarn, "store_unavailable", {{"attempt", attempt}, {"error", status.message()}});
-      SleepUnlessStopping(RetryBackoffMs(attempt));
+      const int pause_ms = RetryBackoffMs(attempt);
+      notifier_->Notify(
+          "EXTEND_TIMEOUT_USEC=" + std::to_string((pause_ms + kStartAttemptMarginMs) * 1000LL) +
+          "\nSTATUS=waiting for PostgreSQL: attempt " + std::to_string(attempt) + ": " +
+          OneLine(status.message()));
+      SleepUnlessStopping(pause_ms, *notifier_);
     }
     if (g_stop.load()) return Shutdown(kExitOk);
     health_.Set(true, "ok");
@@ -259,13 +441,24 @@ class RelayDaemon {
     relay.Start();
     Log(LogLevel::kInfo, "relay_started",
         {{"schema", config_.store.schema}, {"metrics_port", http_.port()}});
-    while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    notifier_->Notify("READY=1\nSTATUS=publishing the change feed of schema " +
+                      config_.store.schema);
+    // The relay runs on its own thread; this one only keeps the watchdog fed
+    // until a stop request.
+    SleepUnlessStopping(INT32_MAX, *notifier_);
     relay.Stop();
     return Shutdown(kExitOk);
   }
 
  private:
+  int StartFailed(const Status& status, int code) {
+    Log(LogLevel::kError, "start_failed", {{"error", status.message()}, {"exit_code", code}});
+    notifier_->Notify("STATUS=start failed: " + OneLine(status.message()));
+    return code;
+  }
+
   int Shutdown(int code) {
+    notifier_->Notify("STOPPING=1");
     http_.Stop();
     Log(LogLevel::kInfo, "relay_stopped",
         {{"exit_code", code}, {"signal", g_signal.load()}, {"peak_rss_kib", PeakRssKib()}});
@@ -273,6 +466,7 @@ class RelayDaemon {
   }
 
   const RunOptions& options_;
+  const std::unique_ptr<ServiceNotifier> notifier_;
   const Config config_;
   PostgresStore store_;
   Metrics metrics_;
@@ -284,6 +478,7 @@ class RelayDaemon {
 
 int RunDaemon(Config config, const RunOptions& options) {
   g_stop.store(false);
+  g_reload.store(false);
   Daemon daemon(std::move(config), options);
   return daemon.Run();
 }

@@ -2,17 +2,22 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <signal.h>
 
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <memory>
@@ -372,6 +377,10 @@ DaemonProcess::~DaemonProcess() {
   if (pid_ > 0) Kill();
 }
 
+void DaemonProcess::SetEnv(const std::string& name, const std::string& value) {
+  env_.emplace_back(name, value);
+}
+
 void DaemonProcess::Start() {
   ASSERT_LE(pid_, 0) << "already running";
   pid_ = fork();
@@ -383,6 +392,7 @@ void DaemonProcess::Start() {
       dup2(fileno(log), STDERR_FILENO);
     }
     setenv("DENORMD_POSTGRES", postgres_url_.c_str(), 1);
+    for (const auto& entry : env_) setenv(entry.first.c_str(), entry.second.c_str(), 1);
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(DENORMD_BINARY));
     for (std::string& arg : args_) argv.push_back(arg.data());
@@ -448,6 +458,52 @@ std::string HttpGet(int port, const std::string& path) {
   }
   close(fd);
   return response;
+}
+
+NotifyListener::NotifyListener(bool abstract) {
+  static int counter = 0;
+  const std::string name =
+      "denormd-notify-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+  path_ = abstract ? "@" + name : "/tmp/" + name;  // short: sun_path holds 108 bytes
+  fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path_.data(), path_.size());
+  if (abstract) address.sun_path[0] = '\0';
+  if (!abstract) unlink(path_.c_str());
+  const socklen_t length =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path_.size() + (abstract ? 0 : 1));
+  EXPECT_EQ(0, bind(fd_, reinterpret_cast<sockaddr*>(&address), length)) << std::strerror(errno);
+}
+
+NotifyListener::~NotifyListener() {
+  close(fd_);
+  if (path_[0] == '/') unlink(path_.c_str());
+}
+
+std::string NotifyListener::Receive(int ms) {
+  pollfd p = {fd_, POLLIN, 0};
+  if (poll(&p, 1, ms) != 1) return "";
+  char buffer[4096];
+  const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+  if (n <= 0) return "";
+  received_.emplace_back(buffer, n);
+  return received_.back();
+}
+
+void NotifyListener::Drain() {
+  while (!Receive(0).empty()) {
+  }
+}
+
+bool NotifyListener::ReceiveUntil(const std::function<bool(const std::string&)>& match,
+                                  int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string message = Receive(100);
+    if (!message.empty() && match(message)) return true;
+  }
+  return false;
 }
 
 bool WaitUntil(const std::function<bool()>& condition, int seconds) {

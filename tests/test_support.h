@@ -189,6 +189,8 @@ class DaemonProcess {
  public:
   DaemonProcess(std::vector<std::string> args, std::string postgres_url);
   ~DaemonProcess();  // SIGKILLs the process if still running
+  // Sets NAME=VALUE in the environment of the next Start().
+  void SetEnv(const std::string& name, const std::string& value);
   void Start();
   void Kill();                       // SIGKILL and reap
   // SIGTERM; waits up to `seconds`; returns the exit code, or -1 on timeout
@@ -201,6 +203,7 @@ class DaemonProcess {
  private:
   std::vector<std::string> args_;
   std::string postgres_url_;
+  std::vector<std::pair<std::string, std::string>> env_;
   std::string log_path_;
   pid_t pid_ = -1;
   static int counter_;
@@ -209,6 +212,33 @@ class DaemonProcess {
 // The raw response (status line, headers, body) of GET `path` on
 // 127.0.0.1:`port`, or "" if nothing answers.
 std::string HttpGet(int port, const std::string& path);
+
+// A datagram socket standing in for systemd's notification socket
+// ($NOTIFY_SOCKET): a file in the test's temporary directory, or an abstract
+// name ("@..."). Keeps every message it received.
+class NotifyListener {
+ public:
+  explicit NotifyListener(bool abstract = false);
+  ~NotifyListener();
+  NotifyListener(const NotifyListener&) = delete;
+  NotifyListener& operator=(const NotifyListener&) = delete;
+  // What to put in $NOTIFY_SOCKET.
+  const std::string& path() const { return path_; }
+  // The next message, or "" when none arrives within `ms`.
+  std::string Receive(int ms = 5000);
+  // Receives until a message satisfies `match` (true) or `seconds` pass
+  // (false). Not a timing assertion: the bound only stops a hung test.
+  bool ReceiveUntil(const std::function<bool(const std::string&)>& match, int seconds);
+  // Receives (and keeps) whatever is queued, without waiting.
+  void Drain();
+  // Every message received so far, in order.
+  const std::vector<std::string>& received() const { return received_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::vector<std::string> received_;
+};
 
 // Polls `condition` every 20 ms until it holds or `seconds` pass; returns
 // whether it held. Not a timing assertion: the bound only stops a hung test.

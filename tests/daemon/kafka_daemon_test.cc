@@ -185,6 +185,27 @@ TEST(KafkaDaemon, BadMessagesGoToTheTableAndTheDeadLetterTopic) {
   EXPECT_NE(std::string::npos, output.find("[1, 2, 3]")) << output;
 }
 
+// `run` prunes every retention.interval_s between batches: with a cap of two
+// dead letters, the seven bad lines of the example leave the two newest.
+TEST(KafkaDaemon, RunPrunesDeadLettersPastTheCapEveryInterval) {
+  KafkaTestSetup s = SetUpTopic(1, testing::TestKafkaBootstrap(),
+                                "retention: {interval_s: 1, max_dead_letters: 2}\n");
+  Publish(s, SourcePath("tests/data/article/events.jsonl"));
+  DaemonProcess daemon(RunArgs(s, "5000"), s.config.store.postgres);
+  daemon.Start();
+  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= 286; }, kPatience)) << daemon.Log();
+  const std::string count = "select count(*) from " + s.schema + ".dead_letters";
+  ASSERT_TRUE(WaitUntil([&] { return Sql(count) == std::vector<std::string>{"2"}; }, kPatience))
+      << daemon.Log();
+  EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
+  EXPECT_NE(std::string::npos, daemon.Log().find("pruned")) << daemon.Log();
+  // Seven were dead-lettered; the documents are untouched.
+  EXPECT_EQ(std::vector<std::string>({"7"}),
+            Sql("select sum(dead) from " + s.schema + ".positions"));
+  EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(s.config),
+                                         SourcePath("tests/data/article/expected.json")));
+}
+
 // A dead letter larger than the producer may send is sent truncated, with a
 // header giving its size, instead of being retried for ever (which stalled
 // the consumer); the dead-letter producer gets source.kafka.properties (here

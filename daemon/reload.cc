@@ -1,0 +1,45 @@
+#include "daemon/reload.h"
+
+#include "common/log.h"
+
+namespace denormd {
+
+namespace {
+
+bool ChangesLive(const std::string& setting) {
+  return setting.rfind("batch.", 0) == 0 || setting.rfind("retention.", 0) == 0 ||
+         setting.rfind("log.", 0) == 0;
+}
+
+}  // namespace
+
+ReloadDecision DecideReload(const Config& running, const Config& fresh) {
+  ReloadDecision decision;
+  for (std::string& setting : ConfigChanges(running, fresh)) {
+    if (ChangesLive(setting)) {
+      decision.live.push_back(std::move(setting));
+      continue;
+    }
+    if (setting.rfind("projections.", 0) == 0) decision.needs_rebuild = true;
+    decision.needs_restart.push_back(std::move(setting));
+  }
+  return decision;
+}
+
+std::string RefusedReloadRemedy(const ReloadDecision& decision) {
+  return decision.needs_rebuild ? "`denormd rebuild` and a restart" : "a restart";
+}
+
+void ApplyLogConfig(const LogConfig& log) {
+  SetLogLevel(log.level);
+  SetLogFormat(log.format);
+}
+
+std::string JoinSettings(const std::vector<std::string>& settings) {
+  if (settings.empty()) return "none";
+  std::string out;
+  for (const std::string& setting : settings) out += (out.empty() ? "" : ",") + setting;
+  return out;
+}
+
+}  // namespace denormd

@@ -1,0 +1,130 @@
+// Tests of what a reload may change (daemon/reload.h) and of the batch
+// loop taking new options between rounds (BatchLoop::SetOptions), in memory.
+#include "daemon/reload.h"
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "daemon/batch_loop.h"
+#include "tests/test_support.h"
+
+namespace denormd {
+namespace {
+
+constexpr char kConfig[] = R"(source:
+  kafka: {brokers: "k:9092", topics: [t], group: g}
+store: {schema: lib}
+entities: [author]
+projections:
+  authors: {from: author}
+)";
+
+Config Parse(const std::string& yaml) {
+  std::vector<ConfigError> errors;
+  std::optional<Config> config = ParseConfig(yaml, "t.yaml", &errors);
+  EXPECT_TRUE(config.has_value());
+  return config.value_or(Config{});
+}
+
+TEST(Reload, AcceptsBatchRetentionAndLogChanges) {
+  const ReloadDecision decision = DecideReload(
+      Parse(kConfig), Parse(std::string(kConfig) + "batch: {max_events: 7}\n"
+                                                   "retention: {interval_s: 60}\n"
+                                                   "log: {level: debug}\n"));
+  EXPECT_TRUE(decision.accepted());
+  EXPECT_EQ((std::vector<std::string>{"batch.max_events", "retention.interval_s", "log.level"}),
+            decision.live);
+  EXPECT_EQ("batch.max_events,retention.interval_s,log.level", JoinSettings(decision.live));
+}
+
+TEST(Reload, RefusesEverythingElseAllOrNothing) {
+  std::string changed = kConfig;
+  changed.replace(changed.find("{from: author}"), 14, "{from: author, exclude: [secret]}");
+  changed.replace(changed.find("group: g"), 8, "group: g2");
+  const ReloadDecision decision =
+      DecideReload(Parse(kConfig), Parse(changed + "batch: {max_events: 7}\n"));
+  EXPECT_FALSE(decision.accepted());
+  EXPECT_EQ((std::vector<std::string>{"source.kafka.group", "projections.authors"}),
+            decision.needs_restart);
+  EXPECT_TRUE(decision.needs_rebuild);
+  EXPECT_EQ("`denormd rebuild` and a restart", RefusedReloadRemedy(decision));
+}
+
+TEST(Reload, StoreChangesNeedARestartOnly) {
+  std::string changed = kConfig;
+  changed.replace(changed.find("schema: lib"), 11, "schema: lib2");
+  const ReloadDecision decision = DecideReload(Parse(kConfig), Parse(changed));
+  EXPECT_EQ(std::vector<std::string>{"store.schema"}, decision.needs_restart);
+  EXPECT_EQ("a restart", RefusedReloadRemedy(decision));
+  EXPECT_EQ("none", JoinSettings({}));
+}
+
+// Delivers scripted records, as many as each poll asks for, and records the
+// sizes asked for.
+class ScriptedSource : public EventSource {
+ public:
+  explicit ScriptedSource(int records) {
+    for (int i = 1; i <= records; ++i) {
+      queue_.push_back(testing::LogRecord(
+          {"scripted", 0, i},
+          R"({"type": "author", "id": "a)" + std::to_string(i) + R"(", "op": "upsert", "data": {}})"));
+    }
+  }
+  Status Poll(size_t max, int /*max_delay_ms*/, int /*idle_ms*/,
+              std::vector<RawRecord>* out) override {
+    asked.push_back(max);
+    while (out->size() < max && !queue_.empty()) {
+      out->push_back(queue_.front());
+      queue_.pop_front();
+    }
+    return Status::Ok();
+  }
+  bool Exhausted() const override { return queue_.empty(); }
+  std::vector<SourcePosition> FencingPositions() const override { return {}; }
+  void MarkCommitted(const std::vector<SourcePosition>& /*last*/) override {}
+  Status Reseek() override { return Status::Ok(); }
+
+  std::vector<size_t> asked;
+
+ private:
+  std::deque<RawRecord> queue_;
+};
+
+TEST(BatchLoopOptions, SetOptionsFromAHookAppliesFromTheNextPoll) {
+  const Config config = Parse(kConfig);
+  const ProjectionPlan plan(config);
+  const BatchApplier applier(plan);
+  const NativeDecoder decoder(config);
+  MemoryStore store;
+  ScriptedSource source(10);
+  std::atomic<bool> stopping{false};
+  BatchLoopOptions options;
+  options.max_events = 4;
+  std::vector<size_t> committed;
+  int alive = 0;
+  BatchLoop* loop_pointer = nullptr;
+  BatchLoopHooks hooks;
+  hooks.after_poll = [&] {
+    if (source.asked.size() != 1) return;
+    BatchLoopOptions smaller = loop_pointer->options();
+    smaller.max_events = 2;
+    loop_pointer->SetOptions(smaller);
+  };
+  hooks.on_commit = [&](const std::vector<RawRecord>& records, const BatchStats&, double, int) {
+    committed.push_back(records.size());
+  };
+  hooks.alive = [&] { ++alive; };
+  BatchLoop loop(source, decoder, applier, store, nullptr, options, std::move(hooks), stopping);
+  loop_pointer = &loop;
+  ASSERT_TRUE(loop.Run().ok());
+  EXPECT_EQ((std::vector<size_t>{4, 2, 2, 2}), source.asked);
+  EXPECT_EQ((std::vector<size_t>{4, 2, 2, 2}), committed);  // the batch in hand kept its size
+  EXPECT_EQ(8, alive);  // after every poll and every commit
+  EXPECT_EQ(10u, store.state().collections.at("authors").size());
+}
+
+}  // namespace
+}  // namespace denormd
