@@ -7,6 +7,8 @@ Contenders, each in a fresh schema of one database:
                      one set-based INSERT ... ON CONFLICT), no projection work
   denormd replay     `denormd replay` of the JSON Lines logs
   denormd run        `denormd run` consuming a pre-filled 4-partition Kafka topic
+  denormd run + feed the same with the change feed on (every document change to Kafka),
+                     and the delay from the PostgreSQL commit to the topic (--skip-feed)
   triggers/event     PL/pgSQL triggers on the source tables (bench/triggers.sql), one
                      transaction per event (a sample of the change stream: slow)
   triggers/1000      the same triggers, transactions of 1,000 events
@@ -76,7 +78,7 @@ GEN_DEFAULTS = {"authors": 1_000, "books": 10_000, "posts": 100, "comments": 100
 SCHEMAS = {  # contender -> schema
     "ceiling": "bench_ceiling", "replay": "bench_replay", "run": "bench_run",
     "ref": "bench_ref", "triggers": "bench_triggers", "small": "bench_small",
-    "kstreams": "bench_kstreams",
+    "kstreams": "bench_kstreams", "feed": "bench_feed",
 }
 KSTREAMS_DIR = os.path.join(BENCH, "peers", "kstreams")
 
@@ -770,6 +772,117 @@ def run_contender(env, results, config_schema, changes, n_changes, run_id):
         f"peak RSS {(d.rss_kib or 0) // 1024} MiB")
 
 
+def feed_contender(env, results, changes, n_changes, sizes, run_id):
+    """denormd run with the change feed on: the run contender's input (its pre-filled topic,
+    another group) on another copy of the loaded store, every collection published to a
+    4-partition topic. Measured: CHANGES events/s until the last event is committed (publishing
+    on, to compare with the run contender's, publishing off), until the last change is on the
+    topic, and the delay from the PostgreSQL commit to the topic (denormd_feed_delay_seconds:
+    capture in the outbox, inside the batch just before its commit, to the Kafka commit), under
+    that full load and then, in a second daemon, at the freshness rate on new events."""
+    args = env.args
+    schema = SCHEMAS["feed"]
+    topic = f"bench.changes.{run_id}"  # filled by run_contender
+    feed_topic = f"bench.feed.{run_id}"
+    kafka_topic(env, feed_topic, 4)
+    config = write_config(env, schema, topic=topic, group=f"denormd-feed-{run_id}")
+    with open(config, "a") as fh:
+        fh.write(f"feed:\n  topic: {feed_topic}\n  transactional_id: denormd-bench-feed-{run_id}\n")
+    r = results["contenders"].setdefault("feed", {})
+    outbox = lambda: int(env.scalar(f'select count(*) from "{schema}".outbox'))  # noqa: E731
+    before = row_writes(env, schema)
+    checkpoint(env)
+    log("denormd run + change feed: consuming the same topic, publishing every document change")
+    d = Daemon(env, config, args.metrics_port, os.path.join(env.work, f"feed-{run_id}.log"))
+    try:
+        assigned = d.wait_for(r"partitions_assigned", 60)
+        applied = published = None
+        last, last_change = (0, 0), time.time()
+        while published is None:
+            n, waiting = positions_total(env, schema, topic), outbox()
+            now = time.time()
+            if applied is None and n >= n_changes:
+                applied = now
+            if applied is not None and waiting == 0:
+                published = now
+                break
+            if (n, waiting) != last:
+                last, last_change = (n, waiting), now
+            elif now - last_change > args.stall_seconds:
+                raise BenchError(f"denormd run + feed: no progress for {args.stall_seconds} s at "
+                                 f"{n}/{n_changes} events, {waiting} changes waiting:\n"
+                                 + d.log_text()[-3000:])
+            if not d.alive():
+                raise BenchError(f"denormd run + feed exited ({d.proc.returncode}):\n"
+                                 + d.log_text()[-3000:])
+            time.sleep(0.1)
+        text = d.metrics()
+        with open(os.path.join(env.work, f"feed-{run_id}.metrics"), "w") as fh:
+            fh.write(text)
+    finally:
+        code = d.stop()
+    if code != 0:
+        raise BenchError(f"denormd run + feed: exit {code} after SIGTERM:\n" + d.log_text()[-3000:])
+    r["rss_kib"] = d.rss_kib
+    r["changes"] = {
+        "events": n_changes, "seconds": applied - assigned, "rate": n_changes / (applied - assigned),
+        "published_seconds": published - assigned,
+        "published_rate": n_changes / (published - assigned),
+        "startup_seconds": assigned - d.started,
+        "messages": int(metric_value(text, "denormd_feed_published_total") or 0),
+        "transactions": int(metric_value(text, "denormd_feed_transactions_total") or 0),
+        "documents": row_writes(env, schema) - before, "rss_kib": d.rss_kib}
+    b = histogram(text, "denormd_feed_delay_seconds")
+    r["load_delay"] = {"count": b[-1][1] if b else 0, "p50": quantile(b, 0.5), "p99": quantile(b, 0.99)}
+    c = r["changes"]
+    log(f"denormd run + feed: changes: {c['seconds']:.1f} s, {c['rate']:,.0f} events/s applied; "
+        f"all on the topic after {c['published_seconds']:.1f} s ({c['published_rate']:,.0f} events/s), "
+        f"{c['messages']:,} document changes in {c['transactions']:,} Kafka transactions")
+    check(env, "feed", results, schema, SCHEMAS["replay"], "denormd run + feed after load + all changes")
+
+    rate = kstreams_freshness_rate(env, results)
+    if not rate:
+        log("denormd run + feed: no denormd run rate and no --freshness-rate: delay not measured")
+        return
+    want = max(1, int(rate * args.freshness_seconds))
+    extra = -(-want // 10_000) * 10_000
+    wdir = workload(env, sizes, n_changes + extra, args.seed, "feed delay")
+    lines = [line.encode() for line in read_lines(os.path.join(wdir, "changes.jsonl"),
+                                                  n_changes, n_changes + want)]
+    checkpoint(env)
+    d = Daemon(env, config, args.metrics_port, os.path.join(env.work, f"feed-delay-{run_id}.log"))
+    try:
+        d.wait_for(r"partitions_assigned", 60)
+        d.wait_for(r"feed_relay_started", 60)
+        time.sleep(1.0)
+        log(f"denormd run + feed: delay to the topic: producing at {rate:,.0f} events/s for "
+            f"{args.freshness_seconds:g} s (the freshness rate)")
+        producer = kafka_produce.Producer(env.brokers, topic, 4)
+        sent, elapsed, _ = kafka_produce.produce_at_rate(
+            producer, lines, rate, args.freshness_seconds, stop=lambda: not d.alive())
+        producer.close()
+        deadline = time.time() + 120
+        while positions_total(env, schema, topic) < n_changes + sent or outbox() > 0:
+            if time.time() > deadline or not d.alive():
+                raise BenchError("denormd run + feed: the delay phase did not catch up:\n"
+                                 + d.log_text()[-3000:])
+            time.sleep(0.1)
+        text = d.metrics()
+        with open(os.path.join(env.work, f"feed-delay-{run_id}.metrics"), "w") as fh:
+            fh.write(text)
+    finally:
+        d.stop()
+    b = histogram(text, "denormd_feed_delay_seconds")
+    r["delay"] = {"rate": rate, "sent": sent, "elapsed": elapsed, "count": b[-1][1] if b else 0,
+                  "p50": quantile(b, 0.5), "p99": quantile(b, 0.99),
+                  "transactions": int(metric_value(text, "denormd_feed_transactions_total") or 0)}
+    fd = r["delay"]
+    if fd["p99"] is not None:
+        log(f"denormd run + feed: {sent} events at {sent / elapsed:,.0f}/s: {fd['count']:,} changes "
+            f"published in {fd['transactions']:,} Kafka transactions, delay p50 "
+            f"{fd['p50'] * 1000:.1f} ms, p99 {fd['p99'] * 1000:.1f} ms")
+
+
 def write_apply_file(path, lines, per_statement):
     """A psql script: `select apply_event(...)` per event, or apply_events per chunk."""
     with open(path, "w") as out:
@@ -1424,6 +1537,7 @@ def report(env, results, args, sizes, n_load, n_changes):
     names = [("ceiling", "ceiling (source rows only, bulk)"),
              ("replay", "denormd replay"),
              ("run", "denormd run (Kafka, 4 partitions)"),
+             ("feed", "denormd run + change feed (publishing every document change)"),
              ("triggers_event", "triggers, 1 event per transaction"),
              ("triggers_batched", "triggers, 1,000 events per transaction"),
              ("kstreams", "Kafka Streams 4.1 (exactly_once_v2, 4 partitions)")]
@@ -1444,10 +1558,12 @@ def report(env, results, args, sizes, n_load, n_changes):
         if key not in C:
             continue
         mine = rate_of(key, "changes")
-        is_denormd = key in ("replay", "run")
+        is_denormd = key in ("replay", "run", "feed")
         vs_ks = "—"
         if is_denormd:
             vs_ks = ratio(mine, ks_changes)
+            if key == "feed":
+                vs_ks = "—"
             if key == "replay" and rate_of("kstreams", "load"):
                 vs_ks += f" (load {ratio(rate_of('replay', 'load'), rate_of('kstreams', 'load'))})"
         lines.append(
@@ -1465,6 +1581,16 @@ def report(env, results, args, sizes, n_load, n_changes):
                      f"(start-up {rc['startup_seconds']:.1f} s excluded); its LOAD is denormd "
                      "replay's, copied (untimed) into its schema; topic pre-filled by `denormd "
                      f"publish` in {C['run']['publish_seconds']:.1f} s.")
+    fc = C.get("feed", {}).get("changes")
+    if fc:
+        off = rate_of("run", "changes")
+        notes.append(
+            f"denormd run + change feed: the run contender's topic (another group) on another copy "
+            f"of the loaded store, every collection published (feed.topic, 4 partitions); events/s "
+            f"until the last event is committed, {ratio(fc['rate'], off)} of publishing off (the "
+            f"denormd run row); everything on the topic {fc['published_seconds']:.1f} s after the "
+            f"assignment ({fmt_rate(fc['published_rate'])} events/s through to the topic), "
+            f"{fc['messages']:,} document changes in {fc['transactions']:,} Kafka transactions.")
     te = C.get("triggers_event", {}).get("changes")
     if te:
         notes.append(f"triggers/event: measured on the first {fmt_count(te['events'])} change events "
@@ -1522,6 +1648,20 @@ def report(env, results, args, sizes, n_load, n_changes):
                      f"average, {f['documents_per_event']:.2f} documents written per event.")
     else:
         lines.append("Freshness: not measured" + (" (--skip-kafka)." if args.skip_kafka else "."))
+    fe = C.get("feed", {})
+    if fe.get("delay", {}).get("p99") is not None:
+        fd, ld = fe["delay"], fe.get("load_delay", {})
+        line = (f"Change feed delay (PostgreSQL commit → document on the topic: capture in the outbox, "
+                f"just before the batch's commit, to the relay's Kafka commit; "
+                f"denormd_feed_delay_seconds), {fd['sent']:,} new events at "
+                f"{fd['sent'] / fd['elapsed']:,.0f} events/s (the freshness rate), "
+                f"{fd['count']:,} document changes in {fd['transactions']:,} Kafka transactions: "
+                f"p50 {fd['p50'] * 1000:.1f} ms, "
+                f"p99 {fd['p99'] * 1000:.1f} ms")
+        if ld.get("p99") is not None:
+            line += (f"; during the full-speed CHANGES run (a backlog queueing behind the relay): "
+                     f"p50 {ld['p50'] * 1000:,.0f} ms, p99 {ld['p99'] * 1000:,.0f} ms")
+        lines.append(line + " (quantiles interpolated within histogram buckets).")
     kf = ks.get("freshness")
     if kf and kf.get("p99_ms") is not None and not ks.get("wrong"):
         lines.append(f"Kafka Streams freshness (produce → output record readable by a read_committed "
@@ -1653,6 +1793,10 @@ def main():
                    help="no Kafka: skip denormd run, freshness and the Kafka Streams peer")
     g.add_argument("--skip-kstreams", action="store_true",
                    help="skip the Kafka Streams peer (bench/peers/kstreams)")
+    g.add_argument("--skip-feed", action="store_true",
+                   help="skip denormd run with the change feed (publishing on)")
+    g.add_argument("--skip-triggers", action="store_true",
+                   help="skip the trigger contenders")
     g.add_argument("--kstreams-threads", type=int, default=1, metavar="N",
                    help="the peer's num.stream.threads (default 1)")
     g.add_argument("--kstreams-commit-ms", type=int, default=100, metavar="MS",
@@ -1722,7 +1866,8 @@ def main():
             drop_schema(env, s)
 
         ceiling(env, results, load, changes, n_load, n_changes)
-        clones = [SCHEMAS["ref"]] + ([] if args.skip_kafka else [SCHEMAS["run"]])
+        clones = [SCHEMAS["ref"]] + ([] if args.skip_kafka else [SCHEMAS["run"]]) + \
+            ([] if args.skip_kafka or args.skip_feed else [SCHEMAS["feed"]])
         configs = replay_contender(env, results, load, changes, n_changes, clones)
         ref = {"at": 0, "config": configs[SCHEMAS["ref"]]}
         if not args.skip_kafka:
@@ -1730,6 +1875,9 @@ def main():
             check(env, "run", results, SCHEMAS["run"], SCHEMAS["replay"],
                   "denormd run after load + all changes")
             drop_schema(env, SCHEMAS["run"])
+        if not args.skip_kafka and not args.skip_feed:
+            feed_contender(env, results, changes, n_changes, sizes, run_id)
+            drop_schema(env, SCHEMAS["feed"])
         if not args.skip_kafka and not args.skip_kstreams:
             try:
                 kstreams_contender(env, results, load, changes, n_load, n_changes, sizes, run_id)
@@ -1738,7 +1886,8 @@ def main():
                 results["contenders"].setdefault("kstreams", {})["failed"] = str(e)[:2000]
                 results["notes"].append("Kafka Streams peer failed (its output and state are in "
                                         f"{os.path.relpath(env.work, REPO)}): " + str(e).splitlines()[0])
-        trigger_contenders(env, results, load, changes, n_load, n_changes, ref)
+        if not args.skip_triggers:
+            trigger_contenders(env, results, load, changes, n_load, n_changes, ref)
         if not args.skip_kafka:
             freshness(env, results, changes, n_changes, ref, run_id)
         if small_dir:

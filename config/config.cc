@@ -28,11 +28,14 @@ namespace {
 using KeyList = std::vector<std::string>;
 
 const KeyList kTopKeys = {"source", "store", "batch", "retention", "log", "entities",
-                          "projections"};
+                          "projections", "feed"};
 const KeyList kSourceKeys = {"kafka"};
 const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
 const KeyList kStoreKeys = {"postgres", "schema", "connect_timeout_s", "statement_timeout_ms",
                             "lock_timeout_ms"};
+const KeyList kFeedKeys = {"brokers",      "topic",          "collections",       "transactional_id",
+                           "progress_topic", "max_messages", "max_message_bytes", "poll_ms",
+                           "properties"};
 const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes", "stuck_after_s"};
 const KeyList kRetentionKeys = {"tombstone_hours", "dead_letter_days", "max_dead_letters",
                                 "interval_s"};
@@ -45,9 +48,10 @@ const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select", "
 // Tables (and the index refs_by_entity, in the same namespace) denormd keeps
 // next to the collections, in the same schema: those
 // connectors/postgres_store.cc creates (tests/connectors/reserved_tables_test.cc
-// keeps the two in step), and the outbox of the change feed.
+// keeps the two in step), and the change feed's outbox and feed_state.
 const KeyList kReservedTables = {"entities", "refs",  "refs_by_entity", "ref_counts", "positions",
-                                 "locks",    "writers", "meta",         "dead_letters", "outbox"};
+                                 "locks",    "writers", "meta",         "dead_letters", "outbox",
+                                 "feed_state"};
 // The longest suffix of the indexes made for a collection ("_by_number"):
 // PostgreSQL truncates names past 63 bytes, so a collection name is at most
 // 63 - 10 bytes.
@@ -94,6 +98,14 @@ std::string Suggestion(const std::string& word, const KeyList& candidates) {
     }
   }
   return best ? " (did you mean " + Quote(*best) + "?)" : "";
+}
+
+// A Kafka topic name: 1..249 of [a-zA-Z0-9._-], not "." or "..".
+bool IsKafkaTopicName(const std::string& s) {
+  if (s.empty() || s.size() > 249 || s == "." || s == "..") return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
 }
 
 // A lowercase SQL identifier that needs no quoting: [a-z_][a-z0-9_]*, <= 63.
@@ -360,6 +372,9 @@ class ConfigParser {
   void ReadSource(const Item& item, Config* config);
   void ReadStore(const Item& item, Config* config);
   void ReadBatch(const Item& item, Config* config);
+  void ReadFeed(const Item& item, Config* config);
+  bool ReadTopic(const Item& item, std::string* out);
+  void CheckFeed(Config* config);
   void ReadRetention(const Item& item, Config* config);
   void ReadLog(const Item& item, Config* config);
   void ReadEntities(const Item& item, Config* config);
@@ -386,6 +401,8 @@ class ConfigParser {
   std::vector<ConfigError>* errors_;
   std::set<std::string> entities_;
   bool entities_known_ = false;  // false: skip entity checks (entities is broken)
+  Item feed_item_;                                             // the feed section
+  std::vector<std::pair<ConfigPlace, std::string>> feed_places_;  // of feed.collections keys
 };
 
 bool ConfigParser::ExpectMap(const Item& item) {
@@ -584,6 +601,10 @@ void ConfigParser::Parse(const YAML::Node& root, Config* config) {
   if (Require(top, keys, "projections")) {
     ReadProjections(section("projections")->second, config);
   }
+  if (section("feed") != keys.end()) {
+    ReadFeed(section("feed")->second, config);
+    CheckFeed(config);
+  }
 }
 
 void ConfigParser::ReadSource(const Item& item, Config* config) {
@@ -644,6 +665,92 @@ void ConfigParser::ReadBatch(const Item& item, Config* config) {
   }
   if (keys.count("stuck_after_s")) {
     ReadUint(keys.at("stuck_after_s"), 1, &config->batch.stuck_after_s);
+  }
+}
+
+bool ConfigParser::ReadTopic(const Item& item, std::string* out) {
+  if (!ReadNonEmptyString(item, out)) return false;
+  if (IsKafkaTopicName(*out)) return true;
+  Error(item, "topic " + Quote(*out) +
+                  " is not a valid Kafka topic name (1 to 249 letters, digits, '.', '_', '-')");
+  return false;
+}
+
+void ConfigParser::ReadFeed(const Item& item, Config* config) {
+  if (!ExpectMap(item)) return;
+  const auto keys = ReadKeys(item, kFeedKeys);
+  FeedConfig feed;
+  if (keys.count("brokers")) ReadNonEmptyString(keys.at("brokers"), &feed.brokers);
+  if (keys.count("topic")) ReadTopic(keys.at("topic"), &feed.topic);
+  if (keys.count("collections") && ExpectMap(keys.at("collections"))) {
+    for (const Entry& entry : Entries(keys.at("collections"))) {
+      std::string topic;
+      if (!ReadTopic(entry.value, &topic)) continue;
+      feed.collections.emplace_back(entry.key, topic);
+      feed_places_.emplace_back(entry.key_place, entry.value.where);
+    }
+  }
+  if (!keys.count("topic") && !keys.count("collections")) {
+    Error(item, "give \"topic\" (every collection), \"collections\" (collection: topic) or both");
+  }
+  if (keys.count("transactional_id")) {
+    ReadNonEmptyString(keys.at("transactional_id"), &feed.transactional_id);
+  }
+  if (keys.count("progress_topic")) ReadTopic(keys.at("progress_topic"), &feed.progress_topic);
+  if (keys.count("max_messages")) ReadUint(keys.at("max_messages"), 1, &feed.max_messages);
+  if (keys.count("max_message_bytes")) {
+    ReadUint(keys.at("max_message_bytes"), 1024, &feed.max_message_bytes);
+  }
+  if (keys.count("poll_ms")) ReadUint(keys.at("poll_ms"), 1, &feed.poll_ms);
+  if (keys.count("properties") && ExpectMap(keys.at("properties"))) {
+    for (const Entry& entry : Entries(keys.at("properties"))) {
+      if (!entry.value.node.IsScalar()) {
+        Error(entry.value, "a librdkafka property value must be a scalar, found " +
+                               Describe(entry.value.node));
+        continue;
+      }
+      feed.properties.emplace_back(entry.key, entry.value.node.Scalar());
+    }
+  }
+  feed_item_ = item;
+  config->feed = std::move(feed);
+}
+
+// What the feed section can only be checked against, and its defaults,
+// once the whole file is read.
+void ConfigParser::CheckFeed(Config* config) {
+  FeedConfig& feed = *config->feed;
+  const std::vector<std::string> known = config->CollectionNames();
+  for (size_t i = 0; i < feed.collections.size(); ++i) {
+    const std::string& collection = feed.collections[i].first;
+    const auto& place = feed_places_[i];
+    if (!std::binary_search(known.begin(), known.end(), collection) && !config->projections.empty()) {
+      Error(place.first, place.second,
+            "unknown collection " + Quote(collection) + " (collections: " + JoinKeys(known) + ")" +
+                Suggestion(collection, known));
+    }
+  }
+  if (feed.brokers.empty()) {
+    if (config->kafka) {
+      feed.brokers = config->kafka->brokers;
+    } else {
+      Error(feed_item_, "missing required key \"brokers\" (there is no source.kafka to take "
+                        "them from)");
+    }
+  }
+  if (feed.transactional_id.empty() && !config->store.schema.empty()) {
+    feed.transactional_id = "denormd-feed-" + config->store.schema;
+  }
+  if (feed.progress_topic.empty()) feed.progress_topic = feed.transactional_id + ".progress";
+  for (const auto& entry : feed.collections) {
+    if (entry.second == feed.progress_topic) {
+      Error(feed_item_, "the progress topic " + Quote(feed.progress_topic) +
+                        " cannot also carry documents");
+    }
+  }
+  if (!feed.topic.empty() && feed.topic == feed.progress_topic) {
+    Error(feed_item_, "the progress topic " + Quote(feed.progress_topic) +
+                      " cannot also carry documents");
   }
 }
 
@@ -1301,6 +1408,29 @@ const ProjectionConfig* Config::FindProjection(const std::string& name) const {
     if (projection.name == name) return &projection;
   }
   return nullptr;
+}
+
+std::vector<std::string> Config::PublishedCollections() const {
+  std::vector<std::string> out;
+  if (!feed) return out;
+  for (const std::string& collection : CollectionNames()) {
+    if (feed->TopicOf(collection) != nullptr) out.push_back(collection);
+  }
+  return out;
+}
+
+bool Config::HasPartitionKey(const std::string& collection) const {
+  for (const ProjectionConfig& projection : projections) {
+    if (projection.collection == collection && !projection.partition_key.empty()) return true;
+  }
+  return false;
+}
+
+const std::string* FeedConfig::TopicOf(const std::string& collection) const {
+  for (const auto& entry : collections) {
+    if (entry.first == collection) return &entry.second;
+  }
+  return topic.empty() ? nullptr : &topic;
 }
 
 std::string ConfigError::ToString(const std::string& file) const {

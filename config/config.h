@@ -183,6 +183,38 @@ struct BatchConfig {
   uint64_t stuck_after_s = 60;
 };
 
+// The change feed: every committed document change of the published
+// collections, produced to Kafka exactly once, in commit order per key, by the
+// relay (`denormd run`, or `denormd relay` on its own) from the outbox that
+// batches write in their own transaction. docs/architecture.md, "The change
+// feed", has the protocol.
+struct FeedConfig {
+  std::string brokers;  // default: source.kafka.brokers; DENORMD_FEED_BROKERS overrides
+  // The topic of every collection not listed in `collections`; "" = only
+  // the listed collections are published.
+  std::string topic;
+  // Collection -> topic, in file order (each a collection of the config).
+  std::vector<std::pair<std::string, std::string>> collections;
+  // The relay's Kafka transactional.id, also the key of its progress
+  // records; default "denormd-feed-<schema>". Relays of one store share it
+  // (only one runs; a newer one fences an older one).
+  std::string transactional_id;
+  // Where the relay's progress commits with each Kafka transaction: a
+  // compacted topic of one partition (created when missing); default
+  // "<transactional_id>.progress".
+  std::string progress_topic;
+  uint64_t max_messages = 1000;           // document changes per Kafka transaction, >= 1
+  // A change whose message (key, value, headers) would be larger is
+  // published as a small marker instead (docs/configuration.md). >= 1024.
+  uint64_t max_message_bytes = 1000000;
+  uint64_t poll_ms = 20;                   // how often an idle relay looks at the outbox
+  // Extra librdkafka producer properties, applied after denormd's own.
+  std::vector<std::pair<std::string, std::string>> properties;
+
+  // The topic changes of `collection` go to; nullptr when not published.
+  const std::string* TopicOf(const std::string& collection) const;
+};
+
 // What `denormd prune` (and `run`, every interval_s) removes: state the
 // engine no longer needs. 0 turns a rule off.
 struct RetentionConfig {
@@ -211,6 +243,7 @@ struct Config {
   std::optional<KafkaSourceConfig> kafka;
   StoreConfig store;
   BatchConfig batch;
+  std::optional<FeedConfig> feed;
   RetentionConfig retention;
   LogConfig log;
   std::vector<std::string> entities;
@@ -220,6 +253,12 @@ struct Config {
   // The distinct collection (table) names of the projections, ascending.
   std::vector<std::string> CollectionNames() const;
   const ProjectionConfig* FindProjection(const std::string& name) const;
+  // The collections whose document changes go to the change feed, ascending
+  // (none without `feed`).
+  std::vector<std::string> PublishedCollections() const;
+  // Whether a projection of `collection` declares a partition_key (the
+  // feed's message key then holds it).
+  bool HasPartitionKey(const std::string& collection) const;
 };
 
 struct ConfigError {

@@ -86,8 +86,23 @@ struct PostgresStore::Connection {
   ConnectionState state;
 };
 
+namespace {
+
+ChangeCapture CaptureOf(const Config& config) {
+  ChangeCapture capture;
+  for (const std::string& collection : config.PublishedCollections()) {
+    capture.published.insert(collection);
+    if (config.HasPartitionKey(collection)) capture.partitioned.insert(collection);
+  }
+  return capture;
+}
+
+}  // namespace
+
 PostgresStore::PostgresStore(const Config& config, std::string connection_string)
-    : config_(config), connection_string_(std::move(connection_string)) {}
+    : config_(config),
+      capture_(CaptureOf(config)),
+      connection_string_(std::move(connection_string)) {}
 
 PostgresStore::~PostgresStore() = default;
 
@@ -154,6 +169,11 @@ Status PostgresStore::CreateTables() {
                               "writers", "dead_letters"}) {
       relations.push_back(s + table);
     }
+    if (config_.feed) {
+      for (const char* table : {"outbox", "outbox_by_txid", "feed_state"}) {
+        relations.push_back(s + table);
+      }
+    }
     for (const std::string& collection : collections) {
       relations.push_back(s + work.quote_name(collection));
       for (const char* index : {"_by_pk", "_by_lo", "_by_seq", "_by_number"}) {
@@ -203,6 +223,23 @@ Status PostgresStore::CreateTables() {
               ".dead_letters (seq bigserial primary key, source text not null,"
               " partition integer not null, position bigint not null, raw bytea not null,"
               " reason text not null, received_at timestamptz not null default now())");
+    // The change feed's outbox (docs/architecture.md, "The change feed"):
+    // seq orders the changes of one document as they committed; txid (the
+    // writing transaction) tells the relay which rows a snapshot shows.
+    // created_at is the capture time (clock_timestamp: the statement's
+    // moment, not the transaction's start).
+    if (config_.feed) {
+      work.exec("create table if not exists " + s +
+                ".outbox (seq bigserial primary key,"
+                " txid xid8 not null default pg_current_xact_id(),"
+                " collection text not null, id text not null, pk text, doc jsonb,"
+                " source text not null default '',"
+                " created_at timestamptz not null default clock_timestamp())");
+      work.exec("create index if not exists outbox_by_txid on " + s + ".outbox (txid)");
+      work.exec("create table if not exists " + s +
+                ".feed_state (relay text primary key, sequence bigint not null,"
+                " cursor text not null, published_at timestamptz not null)");
+    }
     for (const std::string& collection : collections) {
       const std::string table = s + "." + work.quote_name(collection);
       // Bucket documents also keep where they sit in their group: seq (what
@@ -240,7 +277,7 @@ Status PostgresStore::CreateTables() {
 Status PostgresStore::Begin(std::unique_ptr<StoreTransaction>* out) {
   DENORMD_RETURN_IF_ERROR(Connect());
   return BeginPostgresTransaction(
-      connection_->pq, connection_->state, config_.store.schema,
+      connection_->pq, connection_->state, config_.store.schema, capture_,
       [this](const std::string& key_array) { return ProvisionLockRows(key_array); }, out);
 }
 
@@ -285,6 +322,22 @@ Status PostgresStore::Summarize(StoreSummary* out) {
       out->tombstones += row[2].as<uint64_t>();
     }
     out->dead_letters = work.exec1("select count(*) from " + s + ".dead_letters")[0].as<uint64_t>();
+    if (!config_.feed) return;
+    out->feed = true;
+    auto lag = work.exec1("select count(*), coalesce(extract(epoch from clock_timestamp() -"
+                          " (select created_at from " + s + ".outbox order by seq limit 1)), 0)"
+                          " from " + s + ".outbox");
+    out->outbox.rows = lag[0].as<uint64_t>();
+    out->outbox.oldest_seconds = lag[1].as<double>();
+    pqxx::result state = work.exec_params(
+        "select relay, sequence, extract(epoch from clock_timestamp() - published_at) from " + s +
+            ".feed_state where relay = $1",
+        config_.feed->transactional_id);
+    if (!state.empty()) {
+      out->feed_relay = state[0][0].c_str();
+      out->feed_sequence = state[0][1].as<uint64_t>();
+      out->feed_published_seconds_ago = state[0][2].as<double>();
+    }
   });
 }
 

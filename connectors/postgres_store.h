@@ -10,6 +10,9 @@
 //   writers      ()                                         table-locked by batches
 //   meta         (key, value)                               the index fingerprint
 //   <collection> (id, doc jsonb, pk, projection)            one per collection
+//   outbox       (seq, txid, collection, id, pk, doc, source, created_at)
+//                                                           the change feed's outbox
+//   feed_state   (relay, sequence, cursor, published_at)   what the relay published
 //
 // Transactions (postgres_transaction.h) run every bulk read and write as one
 // statement with the rows passed as a single JSON or array parameter.
@@ -27,6 +30,8 @@
 #include <vector>
 
 #include "config/config.h"
+#include "connectors/postgres_transaction.h"
+#include "projections/outbox.h"
 #include "projections/store.h"
 
 namespace denormd {
@@ -41,6 +46,12 @@ struct StoreSummary {
   std::vector<std::pair<std::string, uint64_t>> entities;   // type -> live count
   uint64_t dead_letters = 0;
   uint64_t tombstones = 0;
+  // The change feed (when the config has one).
+  bool feed = false;
+  OutboxLag outbox;                 // changes waiting to be published
+  std::string feed_relay;           // the relay's transactional id, "" before it published
+  uint64_t feed_sequence = 0;       // the last sequence number it published
+  double feed_published_seconds_ago = 0;
 };
 
 // What one prune removed.
@@ -103,6 +114,7 @@ class PostgresStore : public Store {
   Status ProvisionLockRows(const std::string& key_array);
 
   const Config& config_;
+  const ChangeCapture capture_;
   std::string connection_string_;
   struct Connection;  // wraps pqxx::connection, kept out of this header
   std::unique_ptr<Connection> connection_;

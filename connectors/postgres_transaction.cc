@@ -81,10 +81,12 @@ class PostgresTransaction : public StoreTransaction,
                             public WriteLocks {
  public:
   PostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
-                      const std::string& schema, LockRowProvisioner provision)
+                      const std::string& schema, const ChangeCapture& capture,
+                      LockRowProvisioner provision)
       : work_(connection),
         state_(state),
         schema_(work_.quote_name(schema)),
+        capture_(capture),
         provision_([this, provision = std::move(provision)](const std::string& keys) {
           ++round_trips_;
           return provision(keys);
@@ -100,6 +102,8 @@ class PostgresTransaction : public StoreTransaction,
     ++round_trips_;
     return Guard("committing", [&] { work_.commit(); });
   }
+
+  void SetChangeSource(const std::string& source) override { change_source_ = source; }
 
   // Every statement of the engine is a keyed lookup or a range of one key, for
   // which an index nested loop is the right plan at any table size. Tables
@@ -438,29 +442,55 @@ class PostgresTransaction : public StoreTransaction,
                      " moved as (delete from " + Table(projection) + " c using x"
                      " where c.projection = $2 and c.id = x.id"
                      " and coalesce(c.pk, '') <> coalesce(x.pk, '')"
-                     " and not exists (select 1 from clash) returning 1)"
+                     " and not exists (select 1 from clash) returning c.id, c.pk)"
                : "";
+    // Change capture (published collections): the rows written go to the
+    // outbox in the same statement, and so does a document that left its
+    // old pk — deleted under the old key (`moved` in a shared collection;
+    // in a collection of one projection with a partition key, the row keeps
+    // its id and the old pk is read before the statement writes: all its
+    // parts see one snapshot).
+    const bool captured = Captured(projection);
+    const bool old_pk = captured && !shared && capture_.partitioned.count(projection.collection);
+    const std::string old_pks =
+        old_pk ? ", o as (select c.id, c.pk from " + Table(projection) +
+                     " c where c.id in (select id from x))"
+               : "";
+    std::string capture;
+    if (captured) {
+      std::string changes = "select w.id, w.pk, w.doc, 1 as k from w";
+      if (shared) {
+        changes = "select m.id, m.pk, null::jsonb as doc, 0 as k from moved m union all " + changes;
+      } else if (old_pk) {
+        changes = "select o.id, o.pk, null::jsonb as doc, 0 as k from w join o on o.id = w.id"
+                  " where o.pk is distinct from w.pk union all " + changes;
+      }
+      capture = ", " + CaptureCte("(" + changes + ")");
+    }
+    const std::string sql =
+        "with " + values + clash + old_pks + ", w as (insert into " + Table(projection) +
+        " as c (id, doc, pk, projection, seq, number, lo_sort, lo_id, members)"
+        " select x.id, x.doc, x.pk, $2, x.seq, x.number, decode(x.lo_sort, 'hex'), x.lo_id,"
+        " x.members from x" + (shared ? " where not exists (select 1 from clash)" : "") +
+        " on conflict " + key + " do update set doc = excluded.doc, pk = excluded.pk,"
+        " projection = excluded.projection, seq = excluded.seq, number = excluded.number,"
+        " lo_sort = excluded.lo_sort, lo_id = excluded.lo_id, members = excluded.members"
+        " where c.doc is distinct from excluded.doc or c.pk is distinct from excluded.pk"
+        " or c.projection is distinct from excluded.projection"
+        " or c.seq is distinct from excluded.seq or c.number is distinct from excluded.number"
+        " or c.lo_sort is distinct from excluded.lo_sort"
+        " or c.lo_id is distinct from excluded.lo_id"
+        " or c.members is distinct from excluded.members returning " +
+        (captured ? "c.id, c.pk, c.doc" : "1") + ")" + capture +
+        " select (select count(*) from w)" + (shared ? " + (select count(*) from moved)" : "") +
+        (shared ? ", (select id || ' (partition ' || coalesce(pk, 'none') || ') of projection '"
+                  " || projection from clash limit 1)"
+                : "");
     pqxx::result result;
     DENORMD_RETURN_IF_ERROR(Guard("writing documents of " + projection.name, [&] {
-      result = Run(
-          "with " + values + clash + ", w as (insert into " + Table(projection) +
-              " as c (id, doc, pk, projection, seq, number, lo_sort, lo_id, members)"
-              " select x.id, x.doc, x.pk, $2, x.seq, x.number, decode(x.lo_sort, 'hex'), x.lo_id,"
-              " x.members from x" + (shared ? " where not exists (select 1 from clash)" : "") +
-              " on conflict " + key + " do update set doc = excluded.doc, pk = excluded.pk,"
-              " projection = excluded.projection, seq = excluded.seq, number = excluded.number,"
-              " lo_sort = excluded.lo_sort, lo_id = excluded.lo_id, members = excluded.members"
-              " where c.doc is distinct from excluded.doc or c.pk is distinct from excluded.pk"
-              " or c.projection is distinct from excluded.projection"
-              " or c.seq is distinct from excluded.seq or c.number is distinct from excluded.number"
-              " or c.lo_sort is distinct from excluded.lo_sort"
-              " or c.lo_id is distinct from excluded.lo_id"
-              " or c.members is distinct from excluded.members returning 1)"
-              " select (select count(*) from w)" + (shared ? " + (select count(*) from moved)" : "") +
-              (shared ? ", (select id || ' (partition ' || coalesce(pk, 'none') || ') of projection '"
-                        " || projection from clash limit 1)"
-                      : ""),
-          Text(buffer), projection.name);
+      result = captured ? Run(sql, Text(buffer), projection.name, projection.collection,
+                              change_source_)
+                        : Run(sql, Text(buffer), projection.name);
     }));
     if (shared && !result[0][1].is_null()) {
       return Status::InvalidInput("collection " + projection.collection + ": a document of " +
@@ -474,23 +504,13 @@ class PostgresTransaction : public StoreTransaction,
 
   Status Delete(const ProjectionConfig& projection, const std::vector<std::string>& ids,
                 uint64_t* deleted) override {
-    return Guard("deleting documents of " + projection.name, [&] {
-      pqxx::result result = Run(
-          "delete from " + Table(projection) + " where projection = $1 and id = any($2::text[])",
-          projection.name, PgTextArray(ids));
-      *deleted += result.affected_rows();
-    });
+    return DeleteWhere(projection, "id = any($2::text[])", PgTextArray(ids), "", deleted);
   }
 
   Status DeleteByPkExcept(const ProjectionConfig& projection, const std::vector<std::string>& pks,
                           const std::vector<std::string>& keep, uint64_t* deleted) override {
-    return Guard("deleting documents of " + projection.name, [&] {
-      pqxx::result result = Run(
-          "delete from " + Table(projection) +
-              " where projection = $1 and pk = any($2::text[]) and id <> all($3::text[])",
-          projection.name, PgTextArray(pks), PgTextArray(keep));
-      *deleted += result.affected_rows();
-    });
+    return DeleteWhere(projection, "pk = any($2::text[]) and id <> all($3::text[])",
+                       PgTextArray(pks), PgTextArray(keep), deleted);
   }
 
   Status Load(const ProjectionConfig& projection, const std::vector<std::string>& ids,
@@ -576,15 +596,25 @@ class PostgresTransaction : public StoreTransaction,
   Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group, int64_t step,
                         uint64_t* written) override {
     const std::string table = Table(projection);
+    const std::string update =
+        "update " + table + " c set seq = r.rank * $3,"
+        " doc = jsonb_set(c.doc, '{seq}', to_jsonb(r.rank * $3))"
+        " from (select id, row_number() over (order by lo_sort, lo_id) - 1 as rank from " +
+        table + " where projection = $1 and pk = $2 and lo_sort is not null) r"
+        " where c.id = r.id";
     return Guard("respacing the buckets of " + projection.name, [&] {
-      pqxx::result result = Run(
-          "update " + table + " c set seq = r.rank * $3,"
-              " doc = jsonb_set(c.doc, '{seq}', to_jsonb(r.rank * $3))"
-              " from (select id, row_number() over (order by lo_sort, lo_id) - 1 as rank from " +
-              table + " where projection = $1 and pk = $2 and lo_sort is not null) r"
-              " where c.id = r.id",
-          projection.name, group, step);
-      *written += result.affected_rows();
+      if (!Captured(projection)) {
+        pqxx::result result = Run(update, projection.name, group, step);
+        *written += result.affected_rows();
+        return;
+      }
+      // A re-spacing changes every bucket's seq: each is a document change.
+      pqxx::result result = Run("with w as (" + update + " returning c.id, c.pk, c.doc), " +
+                                    CaptureCte("(select w.id, w.pk, w.doc, 1 as k from w)", 4) +
+                                    " select count(*) from w",
+                                projection.name, group, step, projection.collection,
+                                change_source_);
+      *written += result[0][0].as<uint64_t>();
     });
   }
 
@@ -710,6 +740,46 @@ class PostgresTransaction : public StoreTransaction,
     return schema_ + "." + work_.quote_name(projection.collection);
   }
 
+  bool Captured(const ProjectionConfig& projection) const {
+    return capture_.published.count(projection.collection) > 0;
+  }
+
+  // "y as (insert into <schema>.outbox ...)": the changes `rows` (a
+  // subquery of id, pk, doc and k, the order within one id) captured in the
+  // outbox, with the collection in parameter $<first> and the change source
+  // in the next one. Their seqs follow (id, k): a pk change's delete comes
+  // before the new document.
+  std::string CaptureCte(const std::string& rows, int first = 3) const {
+    return "y as (insert into " + schema_ + ".outbox (collection, id, pk, doc, source)"
+           " select $" + std::to_string(first) + "::text, f.id, f.pk, f.doc, $" +
+           std::to_string(first + 1) + "::text from " + rows + " f order by f.id, f.k)";
+  }
+
+  // Deletes the documents of `projection` matching `condition` (over $2 and,
+  // when `b` is not empty, $3), capturing them when the collection is published.
+  Status DeleteWhere(const ProjectionConfig& projection, const std::string& condition,
+                     const std::string& a, const std::string& b, uint64_t* deleted) {
+    const std::string statement =
+        "delete from " + Table(projection) + " where projection = $1 and " + condition;
+    return Guard("deleting documents of " + projection.name, [&] {
+      pqxx::result result;
+      if (!Captured(projection)) {
+        result = b.empty() ? Run(statement, projection.name, a)
+                           : Run(statement, projection.name, a, b);
+        *deleted += result.affected_rows();
+        return;
+      }
+      const int first = b.empty() ? 3 : 4;
+      const std::string sql =
+          "with w as (" + statement + " returning id, pk), " +
+          CaptureCte("(select w.id, w.pk, null::jsonb as doc, 1 as k from w)", first) +
+          " select count(*) from w";
+      result = b.empty() ? Run(sql, projection.name, a, projection.collection, change_source_)
+                         : Run(sql, projection.name, a, b, projection.collection, change_source_);
+      *deleted += result[0][0].as<uint64_t>();
+    });
+  }
+
   static void WriteBucketMeta(JsonWriter& w, const BucketMeta& meta) {
     w.Key("seq");
     w.Int64(meta.seq);
@@ -829,6 +899,8 @@ class PostgresTransaction : public StoreTransaction,
   pqxx::work work_;
   ConnectionState& state_;
   std::string schema_;
+  const ChangeCapture& capture_;
+  std::string change_source_;
   LockRowProvisioner provision_;
   uint64_t round_trips_ = 0;
 };
@@ -847,10 +919,12 @@ const std::string& PreparedStatements::Name(const std::string& sql) {
 }
 
 Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
-                                const std::string& schema, LockRowProvisioner provision,
+                                const std::string& schema, const ChangeCapture& capture,
+                                LockRowProvisioner provision,
                                 std::unique_ptr<StoreTransaction>* out) {
   return Guard("starting a transaction", [&] {
-    *out = std::make_unique<PostgresTransaction>(connection, state, schema, std::move(provision));
+    *out = std::make_unique<PostgresTransaction>(connection, state, schema, capture,
+                                                 std::move(provision));
   });
 }
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_set>
 
@@ -50,10 +51,20 @@ struct ConnectionState {
   std::unordered_set<int64_t> lock_rows;
 };
 
-// Starts a transaction on `connection` in `schema`; the connection and its
-// state must outlive it.
+// Which collections' document changes a transaction captures in the
+// outbox (<schema>.outbox), and which of those have a partition key (a
+// document whose pk changes is then also captured as deleted under the old
+// one). Built once per store from the config.
+struct ChangeCapture {
+  std::set<std::string> published;
+  std::set<std::string> partitioned;
+};
+
+// Starts a transaction on `connection` in `schema`; the connection, its
+// state and `capture` must outlive it.
 Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
-                                const std::string& schema, LockRowProvisioner provision,
+                                const std::string& schema, const ChangeCapture& capture,
+                                LockRowProvisioner provision,
                                 std::unique_ptr<StoreTransaction>* out);
 
 }  // namespace denormd

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/crash_point.h"
 #include "common/log.h"
 #include "common/retry.h"
 
@@ -91,6 +92,7 @@ Status BatchLoop::ApplyWithRetry(const std::vector<RawRecord>& records, const st
     BatchStats stats;
     if (status.ok()) status = applier_.Apply(&store_, batch, &stats);
     if (status.ok()) {
+      CrashPoint("batch_after_commit");
       source_.MarkCommitted(batch.last_positions);
       if (attempt > 1) Log(LogLevel::kInfo, "batch_recovered", {{"attempts", attempt}});
       WarnIfTailsRendered(stats);

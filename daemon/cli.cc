@@ -48,6 +48,8 @@ Commands:
                            rows and zero counters; safe while instances run
   publish FILE...          send JSON Lines event logs to the first source.kafka topic
                            (or --topic), keyed type:id; for loading and demos
+  relay                    publish the change feed (feed in the config) until SIGTERM or
+                           SIGINT, without consuming; `run` does it too unless --no-relay
   test FILE...             apply JSON Lines event logs in memory (no PostgreSQL, no
                            Kafka: nothing connects) and check the documents they make;
                            dead letters are listed with line and reason
@@ -57,9 +59,10 @@ Options:
   --postgres URL           PostgreSQL connection string; overrides $DENORMD_POSTGRES
                            and store.postgres
   --batch-size N           events per transaction (default: batch.max_events, 5000)
-  --metrics-port PORT      run: serve Prometheus /metrics and /healthz on PORT
+  --metrics-port PORT      run, relay: serve Prometheus /metrics and /healthz on PORT
                            (0 = off, the default)
   --metrics-address ADDR   run: address to listen on (default 127.0.0.1)
+  --no-relay               run: leave the change feed to `denormd relay` processes
   --topic TOPIC            publish: the topic (default: the first of source.kafka.topics)
   --expect FILE            test: compare with FILE ({"collections": {NAME: {ID: DOC}},
                            "dead": N, "stale": N}); list each difference; exit 1 if any
@@ -78,15 +81,17 @@ Options:
 
 Environment:
   DENORMD_POSTGRES         connection string (overrides store.postgres)
-  DENORMD_KAFKA_BROKERS    bootstrap servers (overrides source.kafka.brokers)
+  DENORMD_KAFKA_BROKERS    bootstrap servers (overrides source.kafka.brokers, and the
+                           feed's when it has none of its own)
+  DENORMD_FEED_BROKERS     bootstrap servers of the change feed (overrides feed.brokers)
   DENORMD_LOG_FORMAT       text or json (overrides log.format)
   NOTIFY_SOCKET            run: the systemd notification socket (Type=notify):
                            READY=1 once the store is open and the topics
                            subscribed, WATCHDOG=1 when WATCHDOG_USEC is set
 
 Signals (run): SIGTERM, SIGINT finish the batch, commit and exit 0; SIGHUP reads
-the config again and applies batch.* and log.* between batches; any other change
-is refused with a config_reload_refused log line, the old config kept.
+the config again and applies batch.*, retention.* and log.* between batches; any
+other change is refused with a config_reload_refused log line, the old config kept.
 
 Exit status: 0 success; 1 failure, or differences found by verify or test; 2 bad usage
 or config.
@@ -107,6 +112,7 @@ struct Arguments {
   int metrics_port = 0;
   std::string metrics_address = "127.0.0.1";
   std::string topic;
+  bool no_relay = false;
   // test
   std::optional<std::string> expect;
   bool update = false;
@@ -173,6 +179,8 @@ Status ParseArguments(const std::vector<std::string>& args, Arguments* out) {
     } else if (is("--topic")) {
       if (!value(&v)) return Status::InvalidInput("--topic needs a topic name");
       out->topic = v;
+    } else if (arg == "--no-relay") {
+      out->no_relay = true;
     } else if (is("--log-format")) {
       LogFormat format;
       if (!value(&v) || !ParseLogFormat(v, &format)) {
@@ -240,7 +248,17 @@ std::optional<Config> LoadEffectiveConfig(const Arguments& args, std::vector<Con
   // $DENORMD_POSTGRES overrides store.postgres: one config file serves
   // every environment.
   const char* brokers = std::getenv("DENORMD_KAFKA_BROKERS");
-  if (config->kafka && brokers != nullptr && *brokers != '\0') config->kafka->brokers = brokers;
+  if (config->kafka && brokers != nullptr && *brokers != '\0') {
+    // A feed without brokers of its own follows the source's.
+    if (config->feed && config->feed->brokers == config->kafka->brokers) {
+      config->feed->brokers = brokers;
+    }
+    config->kafka->brokers = brokers;
+  }
+  const char* feed_brokers = std::getenv("DENORMD_FEED_BROKERS");
+  if (config->feed && feed_brokers != nullptr && *feed_brokers != '\0') {
+    config->feed->brokers = feed_brokers;
+  }
   if (args.batch_size) config->batch.max_events = *args.batch_size;
   if (args.verbose) config->log.level = LogLevel::kDebug;
   if (args.quiet) config->log.level = LogLevel::kWarn;
@@ -459,6 +477,24 @@ int StatusCommand(const Arguments& args) {
     std::cout << "  " << c.first << ": " << FormatCount(c.second) << " documents\n";
   }
   std::cout << "\ndead letters: " << FormatCount(summary.dead_letters) << "\n";
+  if (summary.feed) {
+    std::cout << "\nchange feed (" << config.feed->transactional_id << "):\n"
+              << "  outbox: " << FormatCount(summary.outbox.rows) << " changes waiting";
+    if (summary.outbox.rows > 0) {
+      std::cout << ", the oldest " << std::fixed;
+      std::cout.precision(1);
+      std::cout << summary.outbox.oldest_seconds << " s old";
+    }
+    std::cout << "\n";
+    if (summary.feed_relay.empty()) {
+      std::cout << "  published: nothing yet\n";
+    } else {
+      std::cout << "  published: sequence " << FormatCount(summary.feed_sequence) << ", last "
+                << std::fixed;
+      std::cout.precision(1);
+      std::cout << summary.feed_published_seconds_ago << " s ago\n";
+    }
+  }
   return kExitOk;
 }
 
@@ -520,6 +556,20 @@ int Publish(const Arguments& args) {
   return kExitOk;
 }
 
+int Relay(const Arguments& args) {
+  std::optional<Config> config = LoadConfigOrReport(args);
+  if (!config) return kExitUsage;
+  if (!config->feed) {
+    std::cerr << args.config_path << ": `relay` needs a feed section (topic or collections)\n";
+    return kExitUsage;
+  }
+  RunOptions options;
+  options.postgres = args.postgres ? *args.postgres : PostgresConnectionString(*config);
+  options.metrics_port = args.metrics_port;
+  options.metrics_address = args.metrics_address;
+  return RunRelay(std::move(*config), options);
+}
+
 int Test(const Arguments& args) {
   if (args.rest.empty()) {
     std::cerr << "denormd test: name at least one event log (or - for stdin)\n";
@@ -563,6 +613,7 @@ int Run(const Arguments& args) {
   options.postgres = args.postgres ? *args.postgres : PostgresConnectionString(*config);
   options.metrics_port = args.metrics_port;
   options.metrics_address = args.metrics_address;
+  options.relay = !args.no_relay;
   options.reread_config = [args](std::vector<std::string>* errors) {
     std::vector<ConfigError> found;
     std::optional<Config> config = LoadEffectiveConfig(args, &found);
@@ -593,11 +644,11 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (args.log_format) SetLogFormat(*args.log_format);
   const std::string& c = args.command;
   bool known = c == "run" || c == "replay" || c == "rebuild" || c == "verify" || c == "status" ||
-               c == "check" || c == "publish" || c == "test" || c == "prune";
+               c == "check" || c == "publish" || c == "test" || c == "prune" || c == "relay";
   if (!known) {
     std::cerr << "denormd: " << (c.empty() ? "no command given" : "unknown command \"" + c + "\"")
-              << " (expected run, replay, rebuild, verify, status, check, prune, publish or test; see "
-                 "--help)\n";
+              << " (expected run, relay, replay, rebuild, verify, status, check, prune, publish "
+                 "or test; see --help)\n";
     return kExitUsage;
   }
   if (c != "test" && (args.expect || args.update || args.dump || !args.batch_sizes.empty())) {
@@ -609,7 +660,7 @@ int RunCommandLine(const std::vector<std::string>& argv) {
     std::cerr << "denormd " << c << ": -c CONFIG is required (see --help)\n";
     return kExitUsage;
   }
-  if ((c == "run" || c == "status" || c == "check" || c == "prune") && !args.rest.empty()) {
+  if ((c == "run" || c == "relay" || c == "status" || c == "check" || c == "prune") && !args.rest.empty()) {
     std::cerr << "denormd " << c << ": unexpected argument \"" << args.rest[0] << "\"\n";
     return kExitUsage;
   }
@@ -619,6 +670,7 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (c == "verify") return RebuildOrVerify(args, /*verify=*/true);
   if (c == "status") return StatusCommand(args);
   if (c == "publish") return Publish(args);
+  if (c == "relay") return Relay(args);
   if (c == "prune") return PruneCommand(args);
   if (c == "test") return Test(args);
   return Run(args);

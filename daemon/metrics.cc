@@ -115,6 +115,39 @@ void Metrics::SetLastCommitTimestamp(double unix_seconds) {
   last_commit_timestamp_ = unix_seconds;
 }
 
+void Metrics::AddFeedPage(uint64_t published, uint64_t too_large,
+                          const std::vector<double>& delays) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  feed_published_ += published;
+  feed_too_large_ += too_large;
+  ++feed_transactions_;
+  for (double delay : delays) {
+    if (std::isnan(delay)) continue;
+    if (delay < 0) delay = 0;
+    size_t bucket = 0;
+    while (bucket < kEventAgeBuckets.size() && delay > kEventAgeBuckets[bucket]) ++bucket;
+    feed_delay_buckets_[bucket]++;
+    feed_delay_sum_ += delay;
+    feed_delay_count_++;
+  }
+}
+
+void Metrics::AddFeedFailure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++feed_failures_;
+}
+
+void Metrics::SetOutboxLag(uint64_t rows, double oldest_seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  outbox_rows_ = rows;
+  outbox_lag_seconds_ = oldest_seconds;
+}
+
+void Metrics::SetFeedRelayActive(bool active) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  feed_relay_active_ = active;
+}
+
 void Metrics::ObserveEventAges(const std::vector<double>& seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (double age : seconds) {
@@ -163,6 +196,11 @@ std::string Metrics::Render() const {
   std::array<uint64_t, kEventAgeBuckets.size() + 1> age_buckets;
   double age_sum, age_max;
   uint64_t age_count;
+  uint64_t feed_published, feed_transactions, feed_too_large, feed_failures, feed_delay_count,
+      outbox_rows;
+  std::array<uint64_t, kEventAgeBuckets.size() + 1> feed_delay_buckets;
+  double feed_delay_sum, outbox_lag_seconds;
+  bool feed_relay_active;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     events_applied = events_applied_;
@@ -182,6 +220,16 @@ std::string Metrics::Render() const {
     age_sum = age_sum_;
     age_count = age_count_;
     age_max = age_max_;
+    feed_published = feed_published_;
+    feed_transactions = feed_transactions_;
+    feed_too_large = feed_too_large_;
+    feed_failures = feed_failures_;
+    feed_delay_buckets = feed_delay_buckets_;
+    feed_delay_sum = feed_delay_sum_;
+    feed_delay_count = feed_delay_count_;
+    outbox_rows = outbox_rows_;
+    outbox_lag_seconds = outbox_lag_seconds_;
+    feed_relay_active = feed_relay_active_;
   }
 
   std::string out;
@@ -227,6 +275,31 @@ std::string Metrics::Render() const {
   AppendGauge(&out, "denormd_last_commit_timestamp_seconds",
               "Unix time of the last batch committed to the store; 0 if none yet.",
               FormatSampleValue(last_commit_timestamp));
+
+  AppendCounter(&out, "denormd_feed_published_total",
+                "Document changes published on the change feed (too-large markers included).",
+                feed_published);
+  AppendCounter(&out, "denormd_feed_transactions_total",
+                "Kafka transactions of the change feed committed.", feed_transactions);
+  AppendCounter(&out, "denormd_feed_too_large_total",
+                "Document changes published as a too-large marker instead of the document.",
+                feed_too_large);
+  AppendCounter(&out, "denormd_feed_failures_total",
+                "Relay attempts that failed (broker or store away, fenced) and were retried.",
+                feed_failures);
+  AppendHistogram(&out, "denormd_feed_delay_seconds",
+                  "From a document change's capture in the outbox to the Kafka commit that "
+                  "published it.",
+                  kEventAgeBuckets, feed_delay_buckets, feed_delay_sum, feed_delay_count);
+  AppendGauge(&out, "denormd_feed_outbox_rows",
+              "Document changes in the outbox waiting to be published.",
+              std::to_string(outbox_rows));
+  AppendGauge(&out, "denormd_feed_outbox_lag_seconds",
+              "Age of the oldest document change waiting in the outbox; 0 when none waits.",
+              FormatSampleValue(outbox_lag_seconds));
+  AppendGauge(&out, "denormd_feed_relay_active",
+              "1 while this process publishes the store's change feed, else 0.",
+              feed_relay_active ? "1" : "0");
   return out;
 }
 

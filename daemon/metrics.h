@@ -13,6 +13,18 @@
 //   gauges     denormd_event_age_max_seconds, denormd_consumer_lag{topic,partition},
 //              denormd_up (always 1), denormd_store_healthy (0/1, 0 until
 //              first set), denormd_last_commit_timestamp_seconds (0 until first set)
+// The change feed's relay (0 without a feed, or while this process is not
+// the store's relay):
+//   counters   denormd_feed_published_total (document changes on the feed,
+//              markers included), denormd_feed_transactions_total (Kafka
+//              transactions committed), denormd_feed_too_large_total (changes
+//              published as a too-large marker), denormd_feed_failures_total
+//              (relay attempts that failed and were retried)
+//   histogram  denormd_feed_delay_seconds (kEventAgeBuckets: from a change's
+//              capture in the outbox to the Kafka commit that published it)
+//   gauges     denormd_feed_outbox_rows, denormd_feed_outbox_lag_seconds
+//              (changes waiting in the outbox, age of the oldest; any
+//              instance reports them), denormd_feed_relay_active (0/1)
 //
 // Thread-safety: every method may be called from any thread; one mutex guards
 // all values, so Render() sees a consistent snapshot (a batch's counters and
@@ -79,6 +91,16 @@ class Metrics {
   // to the store, in seconds (the caller owns the clock).
   void SetLastCommitTimestamp(double unix_seconds);
 
+  // Records one page the relay published: `published` changes (`too_large`
+  // of them as markers), one transaction, and each change's delay.
+  void AddFeedPage(uint64_t published, uint64_t too_large, const std::vector<double>& delays);
+  // Increments denormd_feed_failures_total.
+  void AddFeedFailure();
+  // Sets the outbox gauges.
+  void SetOutboxLag(uint64_t rows, double oldest_seconds);
+  // Sets denormd_feed_relay_active.
+  void SetFeedRelayActive(bool active);
+
   // The whole metric set in the Prometheus text format 0.0.4, each family
   // with its # HELP and # TYPE lines; ends with a newline.
   std::string Render() const;
@@ -105,6 +127,16 @@ class Metrics {
   std::map<PartitionKey, int64_t> lag_;                         // GUARDED_BY(mutex_)
   bool store_healthy_ = false;                                  // GUARDED_BY(mutex_)
   double last_commit_timestamp_ = 0;                            // GUARDED_BY(mutex_)
+  uint64_t feed_published_ = 0;                                 // GUARDED_BY(mutex_)
+  uint64_t feed_transactions_ = 0;                              // GUARDED_BY(mutex_)
+  uint64_t feed_too_large_ = 0;                                 // GUARDED_BY(mutex_)
+  uint64_t feed_failures_ = 0;                                  // GUARDED_BY(mutex_)
+  std::array<uint64_t, kEventAgeBuckets.size() + 1> feed_delay_buckets_{};  // GUARDED_BY(mutex_)
+  double feed_delay_sum_ = 0;                                   // GUARDED_BY(mutex_)
+  uint64_t feed_delay_count_ = 0;                               // GUARDED_BY(mutex_)
+  uint64_t outbox_rows_ = 0;                                    // GUARDED_BY(mutex_)
+  double outbox_lag_seconds_ = 0;                               // GUARDED_BY(mutex_)
+  bool feed_relay_active_ = false;                              // GUARDED_BY(mutex_)
 };
 
 // A label value escaped for the text format: backslash, double quote and

@@ -19,6 +19,7 @@
 #include "daemon/engine.h"
 #include "daemon/http_server.h"
 #include "daemon/metrics.h"
+#include "daemon/relay.h"
 #include "daemon/reload.h"
 #include "daemon/service_notifier.h"
 
@@ -174,6 +175,11 @@ class Daemon {
     Status opened = OpenStoreWithRetry();
     if (!opened.ok()) return Shutdown(StartFailed(opened, kExitUsage));
     if (g_stop.load()) return Shutdown(kExitOk);
+    if (engine_.config.feed && options_.relay) {
+      // After the store is open: the outbox exists.
+      relay_ = std::make_unique<RelayThread>(engine_.config, options_.postgres, &metrics_);
+      relay_->Start();
+    }
     Status status = source_.Open();
     if (!status.ok()) {
       return Shutdown(StartFailed(status, status.IsInvalidInput() ? kExitUsage : kExitFailure));
@@ -183,7 +189,8 @@ class Daemon {
         {{"schema", config.store.schema},
          {"batch_max_events", config.batch.max_events},
          {"batch_max_delay_ms", config.batch.max_delay_ms},
-         {"metrics_port", http_.port()}});
+         {"metrics_port", http_.port()},
+         {"feed_relay", relay_ ? "on" : config.feed ? "off (--no-relay)" : "no feed"}});
     // Ready: the store is open and the consumer subscribed. Partitions are
     // assigned by the group in the first polls.
     notifier_->Notify("READY=1\nSTATUS=" + ConsumingStatus());
@@ -441,6 +448,7 @@ class Daemon {
 
   int Shutdown(int code) {
     NoteStopping();
+    if (relay_) relay_->Stop();
     source_.Close();
     http_.Stop();
     Log(LogLevel::kInfo, "daemon_stopped",
@@ -458,6 +466,7 @@ class Daemon {
   Health health_;
   KafkaEventSource source_;
   MetricsHttpServer http_;
+  std::unique_ptr<RelayThread> relay_;
   BatchLoop* loop_ = nullptr;  // while Loop() runs
   // Set by the loop's thread, read by WatchForStuckBatches.
   std::atomic<int64_t> last_progress_ms_{0};
@@ -471,12 +480,89 @@ class Daemon {
   uint64_t window_events_ = 0;
 };
 
+// `denormd relay`: the store opened (and the outbox created), then the
+// relay on its thread until a stop signal.
+class RelayDaemon {
+ public:
+  RelayDaemon(Config config, const RunOptions& options)
+      : options_(options),
+        notifier_(ServiceNotifierFromEnvironment()),
+        config_(std::move(config)),
+        store_(config_, options.postgres),
+        http_([this] { return metrics_.Render(); },
+              [this](std::string* why) { return health_.Get(why); }) {}
+
+  int Run() {
+    InstallSignalHandlers();
+    if (options_.metrics_port > 0) {
+      Status status = http_.Start(options_.metrics_address, options_.metrics_port);
+      if (!status.ok()) return StartFailed(status, kExitUsage);
+    }
+    for (int attempt = 1; !g_stop.load(); ++attempt) {
+      Status status = store_.Open(/*allow_stale_index=*/true);
+      if (status.IsInvalidInput()) return Shutdown(StartFailed(status, kExitUsage));
+      if (status.ok()) break;
+      health_.Set(false, kStoreUnavailable);
+      Log(LogLevel::kWarn, "store_unavailable", {{"attempt", attempt}, {"error", status.message()}});
+      const int pause_ms = RetryBackoffMs(attempt);
+      notifier_->Notify(
+          "EXTEND_TIMEOUT_USEC=" + std::to_string((pause_ms + kStartAttemptMarginMs) * 1000LL) +
+          "\nSTATUS=waiting for PostgreSQL: attempt " + std::to_string(attempt) + ": " +
+          OneLine(status.message()));
+      SleepUnlessStopping(pause_ms, *notifier_);
+    }
+    if (g_stop.load()) return Shutdown(kExitOk);
+    health_.Set(true, "ok");
+    metrics_.SetStoreHealthy(true);
+    RelayThread relay(config_, options_.postgres, &metrics_);
+    relay.Start();
+    Log(LogLevel::kInfo, "relay_started",
+        {{"schema", config_.store.schema}, {"metrics_port", http_.port()}});
+    notifier_->Notify("READY=1\nSTATUS=publishing the change feed of schema " +
+                      config_.store.schema);
+    // The relay runs on its own thread; this one only keeps the watchdog fed
+    // until a stop request.
+    SleepUnlessStopping(INT32_MAX, *notifier_);
+    relay.Stop();
+    return Shutdown(kExitOk);
+  }
+
+ private:
+  int StartFailed(const Status& status, int code) {
+    Log(LogLevel::kError, "start_failed", {{"error", status.message()}, {"exit_code", code}});
+    notifier_->Notify("STATUS=start failed: " + OneLine(status.message()));
+    return code;
+  }
+
+  int Shutdown(int code) {
+    notifier_->Notify("STOPPING=1");
+    http_.Stop();
+    Log(LogLevel::kInfo, "relay_stopped",
+        {{"exit_code", code}, {"signal", g_signal.load()}, {"peak_rss_kib", PeakRssKib()}});
+    return code;
+  }
+
+  const RunOptions& options_;
+  const std::unique_ptr<ServiceNotifier> notifier_;
+  const Config config_;
+  PostgresStore store_;
+  Metrics metrics_;
+  Health health_;
+  MetricsHttpServer http_;
+};
+
 }  // namespace
 
 int RunDaemon(Config config, const RunOptions& options) {
   g_stop.store(false);
   g_reload.store(false);
   Daemon daemon(std::move(config), options);
+  return daemon.Run();
+}
+
+int RunRelay(Config config, const RunOptions& options) {
+  g_stop.store(false);
+  RelayDaemon daemon(std::move(config), options);
   return daemon.Run();
 }
 

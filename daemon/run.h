@@ -1,4 +1,5 @@
-// `denormd run`: the long-running Kafka consumer.
+// `denormd run`: the long-running Kafka consumer (and the change feed's
+// relay, when a feed is configured); `denormd relay`: the relay alone.
 //
 // Lifecycle, as a systemd Type=notify service expects it (the messages are
 // ServiceNotifier's, sent only when $NOTIFY_SOCKET is set):
@@ -33,11 +34,16 @@ struct RunOptions {
   std::string postgres;                      // connection string
   int metrics_port = 0;                      // 0 = no HTTP endpoint
   std::string metrics_address = "127.0.0.1";
+  bool relay = true;                         // run: also run the feed's relay (when a feed is configured)
   ConfigReader reread_config;                // empty: SIGHUP keeps the config
 };
 
 // Runs until SIGTERM/SIGINT; returns the process exit code.
 int RunDaemon(Config config, const RunOptions& options);
+
+// `denormd relay`: only the change feed's relay (daemon/relay.h), until
+// SIGTERM/SIGINT; returns the process exit code. The config must have a feed.
+int RunRelay(Config config, const RunOptions& options);
 
 }  // namespace denormd
 

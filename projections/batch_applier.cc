@@ -74,6 +74,17 @@ EntityWrite IndexChange(const EntityRecord& record, std::vector<ReferenceRow> be
   return write;
 }
 
+// "<source>/<partition>@<position>" of every stream the batch reached,
+// comma separated: what its document changes are attributed to.
+std::string ChangeSourceOf(const EventBatch& batch) {
+  std::string out;
+  for (const SourcePosition& at : batch.last_positions) {
+    if (!out.empty()) out += ',';
+    out += at.source + '/' + std::to_string(at.partition) + '@' + std::to_string(at.position);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string EntityLockKey(const std::string& type, const std::string& id) {
@@ -150,6 +161,7 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction& txn, const EventBatch&
   stats->events = batch.raw_count;
   stats->dead_letters = batch.dead_letters.size();
   stats->skipped = batch.skipped_count;
+  txn.SetChangeSource(ChangeSourceOf(batch));
   EntityStates states;
   DENORMD_RETURN_IF_ERROR(LockAndLoad(txn, batch, &states));
   Streams streams;

@@ -156,6 +156,7 @@ Status Rebuild(const ProjectionPlan& plan, Store* store, const MaintenanceOption
         [&](StoreTransaction& txn, const std::set<std::string>& units) {
           std::vector<std::string> locks;
           for (const std::string& unit : units) locks.push_back(projection.LockKey(unit));
+          txn.SetChangeSource("rebuild");
           DENORMD_RETURN_IF_ERROR(txn.locks().LockWriters(/*exclusive=*/false));
           DENORMD_RETURN_IF_ERROR(txn.locks().LockKeys(locks, WriteLocks::Mode::kWait));
           DENORMD_RETURN_IF_ERROR(projection.Recompute(txn, units, nullptr, stats));

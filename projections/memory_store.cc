@@ -1,6 +1,7 @@
 #include "projections/memory_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 
 namespace denormd {
@@ -30,6 +31,8 @@ class MemoryTransaction : public StoreTransaction,
     undo_.clear();
     return Status::Ok();
   }
+
+  void SetChangeSource(const std::string& source) override { source_ = source; }
 
   // WriteLocks: one transaction at a time, nothing to lock.
   Status LockWriters(bool /*exclusive*/) override { return Status::Ok(); }
@@ -159,12 +162,17 @@ class MemoryTransaction : public StoreTransaction,
           SameJson(it->second.json, doc.json)) {
         continue;
       }
-      // An entity document whose partition key changed moves to its new key.
+      // An entity document whose partition key changed moves to its new key
+      // (in the outbox: deleted under the old pk).
       auto old = Find(projection, row.id);
+      if (old != docs.end() && old->second.pk != doc.pk) {
+        Capture(projection.collection, row.id, old->second.pk, std::nullopt);
+      }
       if (old != docs.end() && old->first != key) {
         Remember(&docs, old->first);
         docs.erase(old);
       }
+      Capture(projection.collection, row.id, doc.pk, doc.json);
       Remember(&docs, key);
       Remember(&state_.document_writes, projection.collection);
       docs[key] = doc;
@@ -217,27 +225,29 @@ class MemoryTransaction : public StoreTransaction,
 
   Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group, int64_t step,
                         uint64_t* written) override {
-    std::vector<std::pair<IndexKey, MemoryState::Document*>> buckets;
+    // (lo, id, document) of the group's buckets.
+    std::vector<std::tuple<IndexKey, std::string, MemoryState::Document*>> buckets;
     for (auto& entry : state_.collections[projection.collection]) {
       MemoryState::Document& doc = entry.second;
       if (doc.projection == projection.name && doc.pk == group && doc.bucket && doc.bucket->lo) {
-        buckets.emplace_back(*doc.bucket->lo, &doc);
+        buckets.emplace_back(*doc.bucket->lo, entry.first, &doc);
       }
     }
     std::sort(buckets.begin(), buckets.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
+              [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
     auto& docs = state_.collections[projection.collection];
     Remember(&state_.document_writes, projection.collection);
     for (auto& entry : docs) {
       if (entry.second.pk == group) Remember(&docs, entry.first);
     }
     for (size_t rank = 0; rank < buckets.size(); ++rank) {
-      MemoryState::Document& doc = *buckets[rank].second;
+      MemoryState::Document& doc = *std::get<2>(buckets[rank]);
       doc.bucket->seq = static_cast<int64_t>(rank) * step;
       JsonDocument json;
       if (!ParseJson(doc.json, &json).ok()) return Status::Fatal("a stored bucket is not JSON");
       json["seq"].SetInt64(doc.bucket->seq);
       doc.json = ToJson(json);
+      Capture(projection.collection, std::get<1>(buckets[rank]), doc.pk, doc.json);
       ++*written;
       ++state_.document_writes[projection.collection];
     }
@@ -252,6 +262,7 @@ class MemoryTransaction : public StoreTransaction,
       if (it != docs.end()) {
         Remember(&docs, it->first);
         Remember(&state_.document_writes, projection.collection);
+        Capture(projection.collection, it->second.id, it->second.pk, std::nullopt);
         docs.erase(it);
         ++*deleted;
         ++state_.document_writes[projection.collection];
@@ -270,6 +281,7 @@ class MemoryTransaction : public StoreTransaction,
           groups.count(*it->second.pk) && !kept.count(it->first)) {
         Remember(&docs, it->first);
         Remember(&state_.document_writes, projection.collection);
+        Capture(projection.collection, it->first, it->second.pk, std::nullopt);
         it = docs.erase(it);
         ++*deleted;
         ++state_.document_writes[projection.collection];
@@ -357,6 +369,25 @@ class MemoryTransaction : public StoreTransaction,
   }
 
  private:
+  // Appends a change to the outbox when `collection` is published; a
+  // rollback takes it out again (its seq stays used).
+  void Capture(const std::string& collection, const std::string& id,
+               const std::optional<std::string>& pk, const std::optional<std::string>& doc) {
+    if (!state_.published.count(collection)) return;
+    const size_t size = state_.outbox.size();
+    undo_.push_back([this, size] { state_.outbox.resize(size); });
+    OutboxRow row;
+    row.seq = ++state_.outbox_seq;
+    row.collection = collection;
+    row.id = id;
+    row.pk = pk;
+    row.doc = doc;
+    row.source = source_;
+    row.captured_at =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    state_.outbox.push_back(std::move(row));
+  }
+
   static std::string DocumentKey(const ProjectionConfig& projection, const std::string& id,
                                  const std::optional<std::string>& pk) {
     return projection.shared_collection ? pk.value_or("") + '\x1f' + id : id;
@@ -442,7 +473,68 @@ class MemoryTransaction : public StoreTransaction,
   MemoryStore* store_;
   MemoryState& state_;
   std::vector<std::function<void()>> undo_;
+  std::string source_;
 };
+
+namespace {
+
+int64_t SeqOf(const std::string& text) { return text.empty() ? 0 : std::stoll(text); }
+
+}  // namespace
+
+// The same walk as PostgresOutbox::Read, with seqs for snapshots: read the
+// open window past `after`; when it is exhausted and gave nothing, open the
+// next window (through = until, until = the last seq handed out) once.
+Status MemoryOutbox::Read(const OutboxCursor& from, size_t max, std::vector<OutboxRow>* rows,
+                          OutboxCursor* next) {
+  if (store_->transaction_open()) return Status::Busy("a transaction is open");
+  const MemoryState& state = store_->state();
+  OutboxCursor cursor = from;
+  for (int window = 0; window < 2; ++window) {
+    if (cursor.until.empty() || window == 1) {
+      if (!cursor.until.empty()) cursor.through = cursor.until;
+      cursor.until = std::to_string(state.outbox_seq);
+      cursor.after = 0;
+    }
+    const int64_t behind = std::max(SeqOf(cursor.through), cursor.after);
+    const int64_t until = SeqOf(cursor.until);
+    for (const OutboxRow& row : state.outbox) {
+      if (row.seq <= behind || row.seq > until) continue;
+      if (rows->size() >= max) break;
+      rows->push_back(row);
+      cursor.after = row.seq;
+    }
+    if (!rows->empty()) break;
+  }
+  *next = cursor;
+  return Status::Ok();
+}
+
+Status MemoryOutbox::Prune(const OutboxCursor& published, uint64_t sequence) {
+  if (store_->transaction_open()) return Status::Busy("a transaction is open");
+  MemoryState* state = store_->mutable_state();
+  const int64_t through = SeqOf(published.through);
+  const int64_t until = SeqOf(published.until);
+  auto behind = [&](const OutboxRow& row) {
+    return row.seq <= through || (row.seq <= until && row.seq <= published.after);
+  };
+  state->outbox.erase(std::remove_if(state->outbox.begin(), state->outbox.end(), behind),
+                      state->outbox.end());
+  state->feed_sequence = sequence;
+  return Status::Ok();
+}
+
+Status MemoryOutbox::Lag(OutboxLag* out) {
+  const MemoryState& state = store_->state();
+  out->rows = state.outbox.size();
+  out->oldest_seconds = 0;
+  if (!state.outbox.empty()) {
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    out->oldest_seconds = std::max(0.0, now - state.outbox.front().captured_at);
+  }
+  return Status::Ok();
+}
 
 Status MemoryStore::Begin(std::unique_ptr<StoreTransaction>* out) {
   if (open_) return Status::Fatal("a MemoryStore transaction is already open");

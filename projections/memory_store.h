@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "projections/outbox.h"
 #include "projections/store.h"
 
 namespace denormd {
@@ -45,6 +46,13 @@ struct MemoryState {
   std::map<std::string, uint64_t> document_writes;
   std::map<std::pair<std::string, int32_t>, StoredPosition> positions;
   std::vector<DeadLetter> dead_letters;
+  // The change outbox: the changes of the `published` collections, in
+  // capture order (seq ascending; a rolled-back change leaves a gap, as a
+  // PostgreSQL sequence does), until pruned.
+  std::set<std::string> published;
+  std::vector<OutboxRow> outbox;
+  int64_t outbox_seq = 0;       // the last seq handed out
+  uint64_t feed_sequence = 0;   // what the last Prune recorded
 };
 
 class MemoryStore : public Store {
@@ -54,11 +62,36 @@ class MemoryStore : public Store {
 
   const MemoryState& state() const { return state_; }
   MemoryState* mutable_state() { return &state_; }
+  // Captures the document changes of these collections in the outbox.
+  void PublishCollections(std::vector<std::string> collections) {
+    state_.published = std::set<std::string>(collections.begin(), collections.end());
+  }
+  bool transaction_open() const { return open_; }
 
  private:
   friend class MemoryTransaction;
   MemoryState state_;
   bool open_ = false;
+};
+
+// The ChangeOutbox of a MemoryStore (which must outlive it). A cursor's
+// `through` and `until` are seqs in decimal: the store commits one
+// transaction at a time, so a seq handed out before a commit is committed
+// (or rolled back) for good. Reads fail Busy while a transaction is open.
+class MemoryOutbox : public ChangeOutbox {
+ public:
+  explicit MemoryOutbox(MemoryStore* store) : store_(store) {}
+  Status Claim(bool* claimed) override {
+    *claimed = true;
+    return Status::Ok();
+  }
+  Status Read(const OutboxCursor& from, size_t max, std::vector<OutboxRow>* rows,
+              OutboxCursor* next) override;
+  Status Prune(const OutboxCursor& published, uint64_t sequence) override;
+  Status Lag(OutboxLag* out) override;
+
+ private:
+  MemoryStore* store_;
 };
 
 }  // namespace denormd

@@ -173,6 +173,12 @@ struct BucketSlot {
   BucketMeta meta;
 };
 
+// Change capture: in a collection the change feed publishes (the store's
+// own setting), every row a method below actually writes or deletes is also
+// captured in the change outbox (projections/outbox.h), in the same
+// transaction, with the transaction's change source: its new document, or
+// none for a delete; a document whose partition key changed is also captured
+// as deleted under its old pk. Rows left as they were capture nothing.
 class DocumentTables {
  public:
   virtual ~DocumentTables() = default;
@@ -261,6 +267,11 @@ class StoreTransaction {
   virtual DocumentTables& documents() = 0;
   virtual StreamLedger& ledger() = 0;
   virtual WriteLocks& locks() = 0;
+  // What the document changes of this transaction are attributed to in the
+  // change outbox: the stream positions a batch reached
+  // ("<source>/<partition>@<position>", comma separated), or a maintenance
+  // command's name. Set before writing documents; "" until set.
+  virtual void SetChangeSource(const std::string& source) = 0;
   virtual Status Commit() = 0;
   // Round trips to the store server so far (statements, commit), for the
   // cost figures; 0 for an in-process store.

@@ -13,8 +13,9 @@
 #   stop                       SIGTERM, wait, then SIGKILL (no-op if not running)
 #   status                     exit 0 and say so if running, exit 3 if not
 #   bootstrap                  print the bootstrap address (127.0.0.1:PORT)
-#   topic-create NAME PARTITIONS
-#                              create a topic (replication factor 1); no-op if it exists
+#   topic-create NAME PARTITIONS [KEY=VALUE...]
+#                              create a topic (replication factor 1) with the topic configs
+#                              given (e.g. max.message.bytes=4096); no-op if it exists
 #   produce TOPIC FILE [--keyed] [ConsoleProducer options...]
 #                              send each line of FILE ('-' = stdin) as one record;
 #                              --keyed: each line is KEY<TAB>VALUE
@@ -276,10 +277,19 @@ cmd_status() {
 }
 
 cmd_topic_create() {
-  [[ $# -eq 2 ]] || die "usage: kafka.sh topic-create NAME PARTITIONS"
+  [[ $# -ge 2 ]] || die "usage: kafka.sh topic-create NAME PARTITIONS [KEY=VALUE...]"
   [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "PARTITIONS must be a positive integer, got '$2'"
+  local name="$1" partitions="$2" config
+  local -a configs=()
+  shift 2
+  for config in "$@"; do
+    [[ "$config" == *=* ]] || die "a topic config is KEY=VALUE, got '$config'"
+    configs+=(--config "$config")
+  done
   run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" \
-    --create --if-not-exists --topic "$1" --partitions "$2" --replication-factor 1 >&2
+    --create --if-not-exists --topic "$name" --partitions "$partitions" --replication-factor 1 \
+    "${configs[@]}" >&2
+  set -- "$name"
   log "topic $1 ready ($(run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" \
     --describe --topic "$1" | grep -c 'Partition: ') partitions)"
 }

@@ -24,8 +24,10 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <librdkafka/rdkafkacpp.h>
 
 #include "connectors/postgres_store.h"
+#include "daemon/feed_relay.h"
 #include "projections/document_set.h"
 #include "projections/json.h"
 #include "projections/maintenance.h"
@@ -352,6 +354,23 @@ std::string WriteKafkaArticleConfig(const std::string& schema, const std::string
   return WriteTempFile(schema + ".yaml", text);
 }
 
+PrivateKafka::PrivateKafka() {
+  port_ = 21000 + (getpid() % 500) * 2;
+  state_ = std::string(::testing::TempDir()) + "/denormd-kafka-" + std::to_string(getpid());
+  env_ = {{"DENORMD_STATE_DIR", state_}, {"DENORMD_KAFKA_PORT", std::to_string(port_)}};
+}
+
+PrivateKafka::~PrivateKafka() {
+  std::string output;
+  RunScript("kafka.sh", {"stop"}, env_, &output);
+  std::system(("rm -rf '" + state_ + "'").c_str());
+}
+
+int PrivateKafka::Run(const std::vector<std::string>& args) {
+  std::string output;
+  return RunScript("kafka.sh", args, env_, &output);
+}
+
 int DaemonProcess::counter_ = 0;
 
 DaemonProcess::DaemonProcess(std::vector<std::string> args, std::string postgres_url)
@@ -501,6 +520,230 @@ bool WaitUntil(const std::function<bool()>& condition, int seconds) {
     usleep(20000);
   }
   return condition();
+}
+
+}  // namespace testing
+}  // namespace denormd
+
+// ---------------------------------------------------------------------------
+// The change feed.
+
+namespace denormd {
+namespace testing {
+
+std::string FeedRecord::Header(const std::string& name) const {
+  for (const auto& header : headers) {
+    if (header.first == name) return header.second;
+  }
+  return "";
+}
+
+void FeedReplica::Apply(const FeedRecord& record) {
+  ++records_;
+  const std::string collection = record.Header(kFeedCollectionHeader);
+  const std::string sequence_text = record.Header(kFeedSequenceHeader);
+  EXPECT_FALSE(collection.empty()) << "a record without " << kFeedCollectionHeader;
+  EXPECT_FALSE(sequence_text.empty()) << "a record without " << kFeedSequenceHeader;
+  const uint64_t sequence = std::strtoull(sequence_text.c_str(), nullptr, 10);
+  if (!seen_.insert(sequence).second) ++duplicates_;
+  uint64_t& last = last_sequence_[{collection, record.key}];
+  if (sequence <= last) ++reorders_;
+  last = std::max(last, sequence);
+  if (!record.Header(kFeedTooLargeHeader).empty()) ++too_large_;
+  if (record.value) {
+    documents_[collection][record.key] = *record.value;
+  } else {
+    documents_[collection].erase(record.key);
+  }
+}
+
+std::string FeedReplica::Diff(
+    const std::map<std::string, std::map<std::string, std::string>>& expected) const {
+  std::ostringstream diff;
+  std::set<std::string> collections;
+  for (const auto& entry : expected) collections.insert(entry.first);
+  for (const auto& entry : documents_) collections.insert(entry.first);
+  static const std::map<std::string, std::string> kNone;
+  for (const std::string& collection : collections) {
+    auto e = expected.find(collection);
+    auto a = documents_.find(collection);
+    const auto& want = e == expected.end() ? kNone : e->second;
+    const auto& have = a == documents_.end() ? kNone : a->second;
+    for (const auto& doc : want) {
+      auto it = have.find(doc.first);
+      if (it == have.end()) {
+        diff << collection << " " << doc.first << ": missing on the feed\n";
+        continue;
+      }
+      JsonDocument x, y;
+      if (!ParseJson(it->second, &x).ok() || !ParseJson(doc.second, &y).ok() ||
+          !JsonEquals(x, y)) {
+        diff << collection << " " << doc.first << ": feed " << it->second << "\n    table "
+             << doc.second << "\n";
+      }
+    }
+    for (const auto& doc : have) {
+      if (!want.count(doc.first)) {
+        diff << collection << " " << doc.first << ": on the feed only: " << doc.second << "\n";
+      }
+    }
+  }
+  return diff.str();
+}
+
+std::vector<uint64_t> FeedReplica::Gaps() const {
+  std::vector<uint64_t> gaps;
+  uint64_t next = 1;
+  for (uint64_t sequence : seen_) {
+    while (next < sequence && gaps.size() < 100) gaps.push_back(next++);
+    next = sequence + 1;
+  }
+  return gaps;
+}
+
+Status FakeFeedSink::Open(FeedProgress* progress) {
+  open_ = true;
+  ++opens;
+  if (committed_progress) *progress = *committed_progress;
+  return Status::Ok();
+}
+
+Status FakeFeedSink::Publish(const std::vector<FeedMessage>& messages,
+                             const FeedProgress& progress, std::vector<int64_t>* too_large) {
+  if (!open_) return Status::Transient("publish on a sink that is not open");
+  for (const FeedMessage& m : messages) {
+    if (m.value && m.value->size() > refuse_larger_than) too_large->push_back(m.outbox_seq);
+  }
+  if (!too_large->empty()) return Status::InvalidInput("too large");
+  if (fail_before_commit > 0) {
+    --fail_before_commit;
+    open_ = false;
+    return Status::Transient("broker away before the commit");
+  }
+  for (const FeedMessage& m : messages) records.push_back({m.topic, 0, m.key, m.value, m.headers});
+  committed_progress = progress;
+  ++transactions;
+  if (fail_after_commit > 0) {
+    --fail_after_commit;
+    open_ = false;
+    return Status::Transient("the commit's outcome is unknown (it committed)");
+  }
+  return Status::Ok();
+}
+
+std::map<std::string, std::map<std::string, std::string>> FeedExpectation(const Config& config) {
+  std::map<std::string, std::map<std::string, std::string>> out;
+  for (const std::string& collection : config.PublishedCollections()) {
+    auto& docs = out[collection];
+    const bool partitioned = config.HasPartitionKey(collection);
+    for (const std::string& row :
+         Sql("select id, coalesce(pk, ''), pk is null, doc::text from " + config.store.schema +
+             "." + collection)) {
+      std::vector<std::string> fields;
+      size_t start = 0;
+      for (int i = 0; i < 3; ++i) {
+        size_t tab = row.find('\t', start);
+        fields.push_back(row.substr(start, tab - start));
+        start = tab + 1;
+      }
+      std::optional<std::string> pk;
+      if (fields[2] != "t") pk = fields[1];
+      docs[FeedKey(partitioned, pk, fields[0])] = row.substr(start);
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::map<std::string, std::string>> FeedExpectation(
+    const Config& config, const MemoryState& state) {
+  std::map<std::string, std::map<std::string, std::string>> out;
+  for (const std::string& collection : config.PublishedCollections()) {
+    auto& docs = out[collection];
+    auto found = state.collections.find(collection);
+    if (found == state.collections.end()) continue;
+    const bool partitioned = config.HasPartitionKey(collection);
+    for (const auto& doc : found->second) {
+      docs[FeedKey(partitioned, doc.second.pk, doc.second.id)] = doc.second.json;
+    }
+  }
+  return out;
+}
+
+std::vector<FeedRecord> ConsumeFeedTopic(const std::string& brokers, const std::string& topic,
+                                         int seconds) {
+  std::vector<FeedRecord> out;
+  std::string error;
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  for (const auto& p : std::vector<std::pair<std::string, std::string>>{
+           {"bootstrap.servers", brokers},
+           {"group.id", "feed-test-reader"},  // assign only: never joins
+           {"isolation.level", "read_committed"},
+           {"enable.auto.commit", "false"},
+           {"log_level", "3"}}) {
+    EXPECT_EQ(RdKafka::Conf::CONF_OK, conf->set(p.first, p.second, error)) << error;
+  }
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), error));
+  if (!consumer) {
+    ADD_FAILURE() << "cannot create a consumer: " << error;
+    return out;
+  }
+  std::unique_ptr<RdKafka::Topic> handle(RdKafka::Topic::create(consumer.get(), topic, nullptr, error));
+  RdKafka::Metadata* raw = nullptr;
+  RdKafka::ErrorCode err = consumer->metadata(false, handle.get(), &raw, 10000);
+  std::unique_ptr<RdKafka::Metadata> metadata(raw);
+  if (err != RdKafka::ERR_NO_ERROR || metadata->topics()->empty()) {
+    ADD_FAILURE() << "no metadata for " << topic << ": " << RdKafka::err2str(err);
+    return out;
+  }
+  std::map<int32_t, int64_t> high;
+  std::vector<RdKafka::TopicPartition*> assignment;
+  for (const RdKafka::PartitionMetadata* partition : *metadata->topics()->at(0)->partitions()) {
+    int64_t low = 0, end = 0;
+    err = consumer->query_watermark_offsets(topic, partition->id(), &low, &end, 10000);
+    EXPECT_EQ(RdKafka::ERR_NO_ERROR, err) << RdKafka::err2str(err);
+    high[partition->id()] = end;
+    assignment.push_back(
+        RdKafka::TopicPartition::create(topic, partition->id(), RdKafka::Topic::OFFSET_BEGINNING));
+  }
+  consumer->assign(assignment);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (true) {
+    std::unique_ptr<RdKafka::Message> message(consumer->consume(200));
+    if (message->err() == RdKafka::ERR_NO_ERROR) {
+      FeedRecord record;
+      record.topic = message->topic_name();
+      record.partition = message->partition();
+      if (message->key() != nullptr) record.key = *message->key();
+      if (message->payload() != nullptr) {
+        record.value.emplace(static_cast<const char*>(message->payload()), message->len());
+      }
+      if (RdKafka::Headers* headers = message->headers()) {
+        for (const RdKafka::Headers::Header& header : headers->get_all()) {
+          record.headers.emplace_back(
+              header.key(), header.value() == nullptr
+                                ? std::string()
+                                : std::string(static_cast<const char*>(header.value()),
+                                              header.value_size()));
+        }
+      }
+      out.push_back(std::move(record));
+      continue;
+    }
+    consumer->position(assignment);
+    bool done = true;
+    for (const RdKafka::TopicPartition* p : assignment) {
+      if (high[p->partition()] > 0 && p->offset() < high[p->partition()]) done = false;
+    }
+    if (done) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "the feed topic " << topic << " was not read to its end in " << seconds
+                    << " s (" << out.size() << " records read)";
+      break;
+    }
+  }
+  RdKafka::TopicPartition::destroy(assignment);
+  consumer->close();
+  return out;
 }
 
 }  // namespace testing

@@ -7,11 +7,15 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
+#include "connectors/feed_sink.h"
 #include "connectors/postgres_store.h"
 #include "daemon/engine.h"
 #include "formats/record.h"
@@ -163,6 +167,24 @@ std::string TestKafkaBootstrap();
 int RunScript(const std::string& script, const std::vector<std::string>& args,
               const std::vector<std::pair<std::string, std::string>>& env, std::string* output);
 
+// A Kafka broker of the test's own (scripts/kafka.sh with a state directory
+// and port of its own), so that stopping it disturbs no other test. Stopped
+// and removed when destroyed.
+class PrivateKafka {
+ public:
+  PrivateKafka();
+  ~PrivateKafka();
+  // Runs scripts/kafka.sh with `args` against this broker; the exit code.
+  int Run(const std::vector<std::string>& args);
+  std::string bootstrap() const { return "127.0.0.1:" + std::to_string(port_); }
+  const std::vector<std::pair<std::string, std::string>>& env() const { return env_; }
+
+ private:
+  int port_;
+  std::string state_;
+  std::vector<std::pair<std::string, std::string>> env_;
+};
+
 // A copy of the article config with its own schema, Kafka topic and group,
 // and extra librdkafka properties; returns the file's path.
 std::string WriteKafkaArticleConfig(const std::string& schema, const std::string& brokers,
@@ -227,6 +249,90 @@ class NotifyListener {
 // Polls `condition` every 20 ms until it holds or `seconds` pass; returns
 // whether it held. Not a timing assertion: the bound only stops a hung test.
 bool WaitUntil(const std::function<bool()>& condition, int seconds);
+
+// ---------------------------------------------------------------------------
+// The change feed, as a consumer sees it.
+
+// One record of the feed (or of a test's sink): key, value (absent: a
+// tombstone) and headers, in the order its partition delivers them.
+struct FeedRecord {
+  std::string topic;
+  int32_t partition = 0;
+  std::string key;
+  std::optional<std::string> value;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string Header(const std::string& name) const;
+};
+
+// A consumer's copy of the feed: per collection (the denormd-collection
+// header), the last value of every key, a tombstone removing it. It also
+// checks what the feed promises, by the denormd-seq header: each number
+// once (a number seen again is a duplicate), and per key increasing (a key
+// seen with a lower number than before got an older document after a
+// newer one).
+class FeedReplica {
+ public:
+  void Apply(const FeedRecord& record);
+  // "" when the replica holds exactly `expected` (collection -> key ->
+  // document JSON, compared as JSON), else one line per difference.
+  std::string Diff(const std::map<std::string, std::map<std::string, std::string>>& expected) const;
+  // Sequence numbers in 1..max_sequence() never seen.
+  std::vector<uint64_t> Gaps() const;
+
+  uint64_t records() const { return records_; }
+  uint64_t duplicates() const { return duplicates_; }
+  uint64_t reorders() const { return reorders_; }
+  uint64_t max_sequence() const { return seen_.empty() ? 0 : *seen_.rbegin(); }
+  uint64_t too_large() const { return too_large_; }
+  const std::map<std::string, std::map<std::string, std::string>>& documents() const {
+    return documents_;
+  }
+
+ private:
+  std::map<std::string, std::map<std::string, std::string>> documents_;
+  std::map<std::pair<std::string, std::string>, uint64_t> last_sequence_;
+  std::set<uint64_t> seen_;
+  uint64_t records_ = 0;
+  uint64_t duplicates_ = 0;
+  uint64_t reorders_ = 0;
+  uint64_t too_large_ = 0;
+};
+
+// A FeedSink that keeps what is committed in memory, as a topic read with
+// read_committed shows it, with faults on demand. After any failure it must
+// be opened again, as the Kafka sink must.
+class FakeFeedSink : public FeedSink {
+ public:
+  Status Open(FeedProgress* progress) override;
+  Status Publish(const std::vector<FeedMessage>& messages, const FeedProgress& progress,
+                 std::vector<int64_t>* too_large) override;
+  void Close() override { open_ = false; }
+
+  std::vector<FeedRecord> records;                  // committed, in order
+  std::optional<FeedProgress> committed_progress;   // with the last commit
+  int fail_before_commit = 0;    // so many next publishes fail, nothing committed
+  int fail_after_commit = 0;     // so many next publishes commit but report a failure
+  size_t refuse_larger_than = SIZE_MAX;  // values larger are refused as too large
+  int opens = 0;
+  int transactions = 0;
+
+ private:
+  bool open_ = false;
+};
+
+// What the feed of `config` must converge to: for every published
+// collection, its documents by feed key (daemon/feed_relay.h FeedKey), read
+// from the tables of the test database, or from a MemoryStore.
+std::map<std::string, std::map<std::string, std::string>> FeedExpectation(const Config& config);
+std::map<std::string, std::map<std::string, std::string>> FeedExpectation(
+    const Config& config, const MemoryState& state);
+
+// Every record of `topic` at `brokers`, read with isolation.level=
+// read_committed from the beginning of every partition to its end (all
+// partitions at their high watermark, nothing pending). Fails the test
+// (and returns what it read) when that takes longer than `seconds`.
+std::vector<FeedRecord> ConsumeFeedTopic(const std::string& brokers, const std::string& topic,
+                                         int seconds = 120);
 
 }  // namespace testing
 }  // namespace denormd

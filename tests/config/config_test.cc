@@ -797,5 +797,87 @@ TEST(LoadConfigTest, UnreadableFileReportsTheOsReason) {
   EXPECT_TRUE(Contains(errors[0].message, "Is a directory"));
 }
 
+// ---------------------------------------------------------------------------
+// The change feed.
+
+constexpr char kFeedHead[] = R"(source: {kafka: {brokers: k:9092, topics: [t], group: g}}
+store: {schema: lib}
+entities: [author, book, review]
+projections:
+  authors: {from: author}
+  books: {from: book, collection: catalog, partition_key: bookId}
+  reviews: {from: review, collection: catalog, partition_key: bookId}
+)";
+
+TEST(FeedConfigTest, OneTopicForEveryCollectionWithDefaults) {
+  const Config config = MustParse(std::string(kFeedHead) + "feed: {topic: lib.docs}\n");
+  ASSERT_TRUE(config.feed.has_value());
+  const FeedConfig& feed = *config.feed;
+  EXPECT_EQ(feed.brokers, "k:9092");  // the source's
+  EXPECT_EQ(feed.transactional_id, "denormd-feed-lib");
+  EXPECT_EQ(feed.progress_topic, "denormd-feed-lib.progress");
+  EXPECT_EQ(feed.max_messages, 1000u);
+  EXPECT_EQ(feed.poll_ms, 20u);
+  EXPECT_EQ(feed.max_message_bytes, 1000000u);
+  EXPECT_EQ(config.PublishedCollections(), std::vector<std::string>({"authors", "catalog"}));
+  EXPECT_EQ(*feed.TopicOf("catalog"), "lib.docs");
+  EXPECT_TRUE(config.HasPartitionKey("catalog"));
+  EXPECT_FALSE(config.HasPartitionKey("authors"));
+}
+
+TEST(FeedConfigTest, CollectionsPickTheirTopicsAndOnlyThoseArePublished) {
+  const Config config = MustParse(std::string(kFeedHead) +
+                                  "feed:\n  collections: {catalog: lib.catalog}\n"
+                                  "  brokers: f:9092\n  transactional_id: x\n"
+                                  "  progress_topic: x.p\n  max_messages: 10\n"
+                                  "  max_message_bytes: 2048\n  poll_ms: 5\n"
+                                  "  properties: {linger.ms: 1}\n");
+  const FeedConfig& feed = *config.feed;
+  EXPECT_EQ(config.PublishedCollections(), std::vector<std::string>({"catalog"}));
+  EXPECT_EQ(feed.TopicOf("authors"), nullptr);
+  EXPECT_EQ(*feed.TopicOf("catalog"), "lib.catalog");
+  EXPECT_EQ(feed.brokers, "f:9092");
+  EXPECT_EQ(feed.transactional_id, "x");
+  EXPECT_EQ(feed.progress_topic, "x.p");
+  EXPECT_EQ(feed.max_messages, 10u);
+  EXPECT_EQ(feed.max_message_bytes, 2048u);
+  EXPECT_EQ(feed.poll_ms, 5u);
+  ASSERT_EQ(feed.properties.size(), 1u);
+  EXPECT_EQ(feed.properties[0].first, "linger.ms");
+  // A topic for the rest too.
+  const Config both = MustParse(std::string(kFeedHead) +
+                                "feed: {topic: lib.docs, collections: {catalog: lib.catalog}}\n");
+  EXPECT_EQ(*both.feed->TopicOf("authors"), "lib.docs");
+  EXPECT_EQ(*both.feed->TopicOf("catalog"), "lib.catalog");
+}
+
+TEST(FeedConfigTest, EveryMistakeIsReported) {
+  ExpectOnlyError(std::string(kFeedHead) + "feed: {brokers: b}\n", "give \"topic\"", 8, "feed");
+  ExpectOnlyError(std::string(kFeedHead) + "feed: {collections: {catalogue: t}}\n",
+                  "unknown collection \"catalogue\" (collections: authors, catalog) (did you "
+                  "mean \"catalog\"?)",
+                  8, "feed.collections.catalogue");
+  ExpectOnlyError(std::string(kFeedHead) + "feed: {topic: \"no spaces\"}\n",
+                  "not a valid Kafka topic name", 8, "feed.topic");
+  ExpectOnlyError(std::string(kFeedHead) + "feed: {topic: t, max_message_bytes: 10}\n",
+                  "an integer >= 1024", 8, "feed.max_message_bytes");
+  ExpectOnlyError(std::string(kFeedHead) + "feed: {topic: t, progress_topic: t}\n",
+                  "cannot also carry documents", 8, "feed");
+  ExpectOnlyError(std::string(kFeedHead) + "feed: {topic: t, topics: [x]}\n",
+                  "unknown key \"topics\" (did you mean \"topic\"?)", 8, "feed.topics");
+  // Without source.kafka the feed names its brokers.
+  ExpectOnlyError("store: {schema: lib}\nentities: [a]\nprojections: {as: {from: a}}\n"
+                  "feed: {topic: t}\n",
+                  "missing required key \"brokers\"", 4, "feed");
+  EXPECT_FALSE(MustParse("store: {schema: lib}\nentities: [a]\nprojections: {as: {from: a}}\n"
+                         "feed: {topic: t, brokers: b:1}\n")
+                   .feed->brokers.empty());
+}
+
+TEST(FeedConfigTest, TheFeedsTablesAreReservedNames) {
+  ExpectOnlyError(std::string(kHead) + "  outbox: {from: book}\n", "clashes with a table", 4,
+                  "projections.outbox");
+}
+
 }  // namespace
 }  // namespace denormd

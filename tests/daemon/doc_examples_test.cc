@@ -11,7 +11,8 @@
 //     entity types, and whatever the fragment lacks): top-level sections as
 //     they are; `fields:` as an entity projection's; `select:` as an embed's;
 //     a map of `from`/`buckets` definitions as projections; anything else as
-//     field entries.
+//     field entries. A `feed` fragment gets a Kafka source and a projection
+//     per collection it names.
 #include <algorithm>
 #include <iterator>
 #include <sstream>
@@ -72,8 +73,8 @@ std::string Indented(const std::string& text, size_t by) {
   return out;
 }
 
-const char* const kTopKeys[] = {"source", "store", "batch", "retention", "log", "entities",
-                                "projections"};
+const char* const kTopKeys[] = {"source", "store",    "batch", "retention",  "log",
+                                "feed",   "entities", "projections"};
 
 // A fragment inside a skeleton config (see the file comment).
 std::string CompleteFragment(const YAML::Node& yaml, const std::string& text) {
@@ -106,7 +107,19 @@ std::string CompleteFragment(const YAML::Node& yaml, const std::string& text) {
     body += "entities: [person, address, contactDetail, stock, publisher, author, book, review, "
             "post, comment]\n";
   }
-  if (body.find("projections:") == std::string::npos) body += "projections: {example: {from: author}}\n";
+  // A feed fragment publishes to Kafka: the skeleton's source gives the
+  // brokers, and a projection for each collection the fragment names.
+  if (yaml["feed"] && !yaml["source"]) {
+    body += "source: {kafka: {brokers: \"localhost:9092\", topics: [events], group: docs}}\n";
+  }
+  if (body.find("projections:") == std::string::npos) {
+    body += "projections:\n  example: {from: author}\n";
+    if (yaml["feed"] && yaml["feed"]["collections"] && yaml["feed"]["collections"].IsMap()) {
+      for (const auto& entry : yaml["feed"]["collections"]) {
+        body += "  " + entry.first.as<std::string>() + ": {from: author}\n";
+      }
+    }
+  }
   return body;
 }
 

@@ -243,31 +243,7 @@ TEST(KafkaDaemon, AnOversizedDeadLetterIsTruncatedNotRetriedForEver) {
   EXPECT_NE(std::string::npos, output.find("denormd-truncated:300060")) << output.substr(0, 4000);
 }
 
-// A broker of the test's own, so that stopping it disturbs no other test.
-class PrivateKafka {
- public:
-  PrivateKafka() {
-    port_ = 21000 + (getpid() % 500) * 2;
-    state_ = std::string(::testing::TempDir()) + "/denormd-kafka-" + std::to_string(getpid());
-    env_ = {{"DENORMD_STATE_DIR", state_}, {"DENORMD_KAFKA_PORT", std::to_string(port_)}};
-  }
-  ~PrivateKafka() {
-    std::string output;
-    testing::RunScript("kafka.sh", {"stop"}, env_, &output);
-    std::system(("rm -rf '" + state_ + "'").c_str());
-  }
-  int Run(const std::vector<std::string>& args) {
-    std::string output;
-    return testing::RunScript("kafka.sh", args, env_, &output);
-  }
-  std::string bootstrap() const { return "127.0.0.1:" + std::to_string(port_); }
-  const std::vector<std::pair<std::string, std::string>>& env() const { return env_; }
-
- private:
-  int port_;
-  std::string state_;
-  std::vector<std::pair<std::string, std::string>> env_;
-};
+using testing::PrivateKafka;
 
 TEST(KafkaDaemon, BrokerRestartWhileRunningLosesNothing) {
   PrivateKafka kafka;

@@ -202,6 +202,40 @@ TEST(MetricsTest, EventAgesFillTheFreshnessHistogramAndItsMax) {
   EXPECT_EQ(Sample(text, "denormd_event_age_max_seconds"), "2");
 }
 
+TEST(MetricsTest, TheFeedsFamiliesStartAtZeroAndCountPages) {
+  Metrics metrics;
+  std::string text = metrics.Render();
+  EXPECT_EQ(CheckExposition(text), "");
+  for (const char* counter : {"denormd_feed_published_total", "denormd_feed_transactions_total",
+                              "denormd_feed_too_large_total", "denormd_feed_failures_total"}) {
+    EXPECT_TRUE(Contains(text, std::string("# TYPE ") + counter + " counter\n"));
+    EXPECT_EQ(Sample(text, counter), "0") << counter;
+  }
+  EXPECT_TRUE(Contains(text, "# TYPE denormd_feed_delay_seconds histogram\n"));
+  EXPECT_EQ(Sample(text, "denormd_feed_outbox_rows"), "0");
+  EXPECT_EQ(Sample(text, "denormd_feed_outbox_lag_seconds"), "0");
+  EXPECT_EQ(Sample(text, "denormd_feed_relay_active"), "0");
+
+  metrics.AddFeedPage(3, 1, {0.004, 0.02, 0.5});
+  metrics.AddFeedPage(2, 0, {0.0001, 3.0});
+  metrics.AddFeedFailure();
+  metrics.SetOutboxLag(1234, 2.5);
+  metrics.SetFeedRelayActive(true);
+  text = metrics.Render();
+  EXPECT_EQ(CheckExposition(text), "");
+  EXPECT_EQ(Sample(text, "denormd_feed_published_total"), "5");
+  EXPECT_EQ(Sample(text, "denormd_feed_transactions_total"), "2");
+  EXPECT_EQ(Sample(text, "denormd_feed_too_large_total"), "1");
+  EXPECT_EQ(Sample(text, "denormd_feed_failures_total"), "1");
+  EXPECT_EQ(Sample(text, "denormd_feed_delay_seconds_bucket{le=\"0.005\"}"), "2");
+  EXPECT_EQ(Sample(text, "denormd_feed_delay_seconds_bucket{le=\"0.5\"}"), "4");
+  EXPECT_EQ(Sample(text, "denormd_feed_delay_seconds_bucket{le=\"+Inf\"}"), "5");
+  EXPECT_EQ(Sample(text, "denormd_feed_delay_seconds_count"), "5");
+  EXPECT_EQ(Sample(text, "denormd_feed_outbox_rows"), "1234");
+  EXPECT_EQ(Sample(text, "denormd_feed_outbox_lag_seconds"), "2.5");
+  EXPECT_EQ(Sample(text, "denormd_feed_relay_active"), "1");
+}
+
 TEST(MetricsTest, NanDurationCountsTheBatchButIsNotObserved) {
   Metrics metrics;
   metrics.AddBatch(1, 0, 0, 1, 0, std::nan(""));
