@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -375,9 +376,22 @@ Status QueryKafkaEndOffsets(const Config& config, std::map<std::string, int64_t>
     return Status::Transient("Kafka metadata from " + config.kafka->brokers + ": " +
                              RdKafka::err2str(err));
   }
+  // The configured names, and the patterns (topics starting with '^', as
+  // the subscription reads them; checked by the config parser).
+  std::vector<std::regex> patterns;
+  for (const TopicInput& input : config.kafka->inputs) {
+    if (!input.IsPattern()) continue;
+    try {
+      patterns.emplace_back(input.topic, std::regex::ECMAScript);
+    } catch (const std::regex_error&) {
+    }
+  }
   for (const RdKafka::TopicMetadata* topic : *metadata->topics()) {
     bool wanted = false;
     for (const std::string& t : config.kafka->topics) wanted = wanted || t == topic->topic();
+    for (const std::regex& pattern : patterns) {
+      wanted = wanted || std::regex_match(topic->topic(), pattern);
+    }
     if (!wanted) continue;
     for (const RdKafka::PartitionMetadata* partition : *topic->partitions()) {
       int64_t low = 0, high = 0;
