@@ -124,14 +124,16 @@ Status DebeziumDecoder::Decode(const RawRecord& record, std::vector<EntityEvent>
         (lsn ? TypeName(*lsn) : "nothing") + " (only the PostgreSQL connector is supported)");
   }
   const std::string table = SourceTable(*source, record.topic);
+  const std::string entity = input_.entity.empty() ? TableOfTopic(record.topic) : input_.entity;
   if (op == "t") {
     const std::string at = std::to_string(lsn->GetUint64());
     return Status::InvalidInput(
         "TRUNCATE of " + table + " at lsn " + at +
-        ": denormd does not delete truncated rows, so the stored entities of this table (and "
-        "the documents built on them) still hold the rows that existed before it. To resync, "
-        "delete the rows that are gone with native delete events at version " + at +
-        " (e.g. `denormd replay`), or build a new schema from a new Debezium snapshot");
+        ": denormd does not delete truncated rows, so the stored " + entity +
+        " entities (and the documents built on them) still hold the rows that existed before "
+        "it. To resync, replay a native delete at version " + at + " for every stored " +
+        entity + " entity: those changed after the truncate have greater versions and stay "
+        "(docs/configuration.md, \"Input formats, Debezium\")");
   }
   EventOp event_op;
   const char* row_field;
@@ -155,7 +157,7 @@ Status DebeziumDecoder::Decode(const RawRecord& record, std::vector<EntityEvent>
   EntityEvent event;
   event.op = event_op;
   event.version = lsn->GetUint64();
-  event.key.type = input_.entity.empty() ? TableOfTopic(record.topic) : input_.entity;
+  event.key.type = entity;
   if (!config_.HasEntity(event.key.type)) {
     return Status::InvalidInput("topic " + Quote(record.topic) + " maps to the entity type " +
                                 Quote(event.key.type) + ", which is not in entities");

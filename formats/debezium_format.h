@@ -10,7 +10,8 @@
 //   null value   a tombstone (log compaction's marker after a delete): skipped,
 //                counted in BatchStats::skipped
 //   op t         TRUNCATE: a dead letter whose reason says what to do (the
-//                truncated rows are not deleted)
+//                truncated rows are not deleted; deletes of every stored
+//                entity of the type at the truncate's lsn resync exactly)
 // Anything else (not JSON, no or unknown op, no usable id, a field of the
 // wrong type, no source.lsn) is a dead letter whose reason names what is
 // wrong and where.
