@@ -75,6 +75,18 @@ Status KafkaEventSource::Open() {
           RdKafka::Conf::CONF_OK) {
     return Status::Fatal("librdkafka: " + error);
   }
+  // Kafka Connect creates a table's topic when the table gets its first row,
+  // possibly long after the subscription; a pattern matches topics created
+  // later. librdkafka notices new topics at its metadata refresh, every 5
+  // minutes by default: every 5 seconds here (properties may override it).
+  const bool later_topics =
+      std::any_of(kafka.inputs.begin(), kafka.inputs.end(), [](const TopicInput& input) {
+        return input.IsPattern() || input.format == InputFormat::kDebezium;
+      });
+  if (later_topics) {
+    DENORMD_RETURN_IF_ERROR(
+        SetKafkaProperties(conf.get(), {{"topic.metadata.refresh.interval.ms", "5000"}}));
+  }
   DENORMD_RETURN_IF_ERROR(SetUserKafkaProperties(kafka, conf.get()));
   consumer_.reset(RdKafka::KafkaConsumer::create(conf.get(), error));
   if (!consumer_) return Status::InvalidInput("cannot create the Kafka consumer: " + error);
