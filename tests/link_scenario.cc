@@ -309,5 +309,30 @@ class Generator {
 
 LinkScenario MakeLinkScenario(uint32_t seed) { return Generator(seed).Make(); }
 
+std::string LinkConfig(LinkSides sides) {
+  std::string yaml = "store: {schema: links}\nentities: [author, book, book_author]\nprojections:\n";
+  if (sides != LinkSides::kBooks) {
+    yaml += "  authors:\n    from: author\n    fields:\n"
+            "      countOfBooks: {count: book, through: book_author, from: author_id, to: book_id}\n"
+            "      books: {ids: book, through: book_author, from: author_id, to: book_id}\n";
+  }
+  if (sides != LinkSides::kAuthors) {
+    yaml += "  books:\n    from: book\n    fields:\n"
+            "      authors: {lookup: author, through: book_author, from: book_id, to: author_id, "
+            "select: [name]}\n";
+  }
+  return yaml;
+}
+
+std::string DiffDocuments(const Config& config, const Collections& actual,
+                          const Collections& expected) {
+  DocumentSet a = EmptyDocumentSet(config), e = EmptyDocumentSet(config);
+  a.collections = actual;
+  e.collections = expected;
+  std::string out;
+  for (const std::string& line : DiffDocumentSets(a, e, DiffOptions())) out += line + "\n";
+  return out;
+}
+
 }  // namespace testing
 }  // namespace denormd

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "projections/document_set.h"
 
 namespace denormd {
@@ -41,6 +42,17 @@ struct LinkScenario {
 };
 
 LinkScenario MakeLinkScenario(uint32_t seed);
+
+// A small config over the same entities: `authors` (countOfBooks and books
+// through book_author) and `books` (authors: lookup through it, select
+// [name]), either or both.
+enum class LinkSides { kAuthors, kBooks, kBoth };
+std::string LinkConfig(LinkSides sides);
+
+// "" when `actual` holds the `expected` documents of `config`'s collections
+// (as JSON values), else one line per difference (actual != expected).
+std::string DiffDocuments(const Config& config, const Collections& actual,
+                          const Collections& expected);
 
 }  // namespace testing
 }  // namespace denormd

@@ -21,15 +21,6 @@
 namespace denormd {
 namespace {
 
-std::string Diff(const Config& config, const Collections& actual, const Collections& expected) {
-  DocumentSet a = EmptyDocumentSet(config), e = EmptyDocumentSet(config);
-  a.collections = actual;
-  e.collections = expected;
-  std::string out;
-  for (const std::string& line : DiffDocumentSets(a, e, DiffOptions())) out += line + "\n";
-  return out;
-}
-
 std::vector<std::string> VerifyDifferences(const Engine& engine) {
   PostgresStore store(engine.config, engine.config.store.postgres);
   std::vector<std::string> differences;
@@ -59,7 +50,7 @@ TEST_P(ThroughOnPostgres, EveryBatchEqualsTheOracleAndVerify) {
     // Compared at 20 points of the stream and at its end (each read of the
     // tables is a connection of its own).
     if (b % check_every != 0 && b + 1 != scenario.batches.size()) continue;
-    ASSERT_EQ("", Diff(engine.config, testing::ReadCollections(engine.config),
+    ASSERT_EQ("", testing::DiffDocuments(engine.config, testing::ReadCollections(engine.config),
                        scenario.batches[b].expected))
         << "after batch " << b << " (actual != oracle)";
   }
@@ -72,27 +63,7 @@ INSTANTIATE_TEST_SUITE_P(Seeds, ThroughOnPostgres, ::testing::Range<uint32_t>(1,
 // Each reads the links from one side only, so that no document root of the
 // other side is locked by a link change: only the lock of the `to` side
 // keeps a link writer and a writer of the linked entities apart.
-constexpr const char* kFromAuthors = R"(
-store: {schema: race}
-entities: [author, book, book_author]
-projections:
-  authors:
-    from: author
-    fields:
-      countOfBooks: {count: book, through: book_author, from: author_id, to: book_id}
-      books: {ids: book, through: book_author, from: author_id, to: book_id}
-)";
-constexpr const char* kFromBooks = R"(
-store: {schema: race}
-entities: [author, book, book_author]
-projections:
-  books:
-    from: book
-    fields:
-      authors: {lookup: author, through: book_author, from: book_id, to: author_id, select: [name]}
-)";
-
-class ThroughConcurrency : public ::testing::TestWithParam<const char*> {};
+class ThroughConcurrency : public ::testing::TestWithParam<testing::LinkSides> {};
 
 TEST_P(ThroughConcurrency, LinksWrittenWhileTheirTargetsChangeNeverLeaveStaleCopies) {
   // Many of each, so that a rename fans out to few documents: a link
@@ -101,7 +72,8 @@ TEST_P(ThroughConcurrency, LinksWrittenWhileTheirTargetsChangeNeverLeaveStaleCop
   constexpr int kBooks = 30;
   constexpr int kWriters = 5;
   constexpr int kBatchesPerWriter = 100;
-  Engine engine(testing::ConfigOnTestDatabase(GetParam()), testing::TestPostgresUrl());
+  Engine engine(testing::ConfigOnTestDatabase(testing::LinkConfig(GetParam())),
+                testing::TestPostgresUrl());
   ASSERT_TRUE(engine.store.Open().ok());
   std::atomic<int> failures{0};
   auto writer = [&](int w) {
@@ -168,9 +140,13 @@ TEST_P(ThroughConcurrency, LinksWrittenWhileTheirTargetsChangeNeverLeaveStaleCop
   EXPECT_GT(std::stoi(links[0]), 5);
 }
 
-INSTANTIATE_TEST_SUITE_P(OneSide, ThroughConcurrency, ::testing::Values(kFromAuthors, kFromBooks),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return info.param == kFromAuthors ? "Authors" : "Books";
+// Each config reads the links from one side only, so that no document root
+// of the other side is locked by a link change: only the lock of the `to`
+// side keeps a link writer and a writer of the linked entities apart.
+INSTANTIATE_TEST_SUITE_P(OneSide, ThroughConcurrency,
+                         ::testing::Values(testing::LinkSides::kAuthors, testing::LinkSides::kBooks),
+                         [](const ::testing::TestParamInfo<testing::LinkSides>& info) {
+                           return info.param == testing::LinkSides::kAuthors ? "Authors" : "Books";
                          });
 
 }  // namespace

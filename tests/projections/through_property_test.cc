@@ -27,16 +27,6 @@ Collections MemoryCollections(InMemory& memory) {
   return out;
 }
 
-// "" when equal, else one line per difference (actual != expected).
-std::string Diff(const Config& config, const Collections& actual, const Collections& expected) {
-  DocumentSet a = EmptyDocumentSet(config), e = EmptyDocumentSet(config);
-  a.collections = actual;
-  e.collections = expected;
-  std::string out;
-  for (const std::string& line : DiffDocumentSets(a, e, DiffOptions())) out += line + "\n";
-  return out;
-}
-
 class ThroughProperty : public ::testing::TestWithParam<uint32_t> {};
 
 TEST_P(ThroughProperty, EveryBatchEqualsTheOracleAndVerify) {
@@ -45,7 +35,7 @@ TEST_P(ThroughProperty, EveryBatchEqualsTheOracleAndVerify) {
   uint64_t stale = 0;
   for (size_t b = 0; b < scenario.batches.size(); ++b) {
     stale += memory.Apply(scenario.batches[b].events).stale;
-    ASSERT_EQ("", Diff(memory.config(), MemoryCollections(memory), scenario.batches[b].expected))
+    ASSERT_EQ("", testing::DiffDocuments(memory.config(), MemoryCollections(memory), scenario.batches[b].expected))
         << "after batch " << b << " (actual != oracle)";
     ASSERT_EQ(std::vector<std::string>(), memory.Differences()) << "after batch " << b;
   }
@@ -69,21 +59,6 @@ TEST(ThroughScenarios, ExerciseWhatTheyClaim) {
   EXPECT_GT(duplicate_pairs, 20u);
 }
 
-constexpr const char* kLibrary = R"(
-store: {schema: through}
-entities: [author, book, book_author]
-projections:
-  authors:
-    from: author
-    fields:
-      countOfBooks: {count: book, through: book_author, from: author_id, to: book_id}
-      books: {ids: book, through: book_author, from: author_id, to: book_id}
-  books:
-    from: book
-    fields:
-      authors: {lookup: author, through: book_author, from: book_id, to: author_id, select: [name]}
-)";
-
 std::string Link(const std::string& book, const std::string& author, const std::string& op,
                  int version) {
   std::string json = R"({"type":"book_author","id":")" + book + ":" + author + R"(","op":")" + op +
@@ -104,7 +79,7 @@ std::string Entity(const std::string& type, const std::string& id, const std::st
 
 class Through : public ::testing::Test {
  protected:
-  Through() : memory_(kLibrary) {}
+  Through() : memory_(testing::LinkConfig(testing::LinkSides::kBoth)) {}
 
   std::string Doc(const std::string& collection, const std::string& id) {
     auto& documents = memory_.Documents(collection);
