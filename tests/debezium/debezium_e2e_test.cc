@@ -7,6 +7,14 @@
 // says; the documents must then be exactly what the config computes from the
 // application's final rows, and verify clean.
 //
+// The many-to-many goes through the join table (config.yaml: a book's
+// `authors` is a lookup through book_author, an author's `countOfBooks` and
+// `bookIds` count and list books through it): rows deleted from and inserted
+// into book_authors, a link repointed (a primary-key update), and authors
+// renamed, before and across the kills. Those fields are also compared with
+// what SQL joins of the application's tables give (ThroughDifferences), an
+// oracle independent of denormd's engine.
+//
 // Label `debezium` (its folder): `ctest -LE debezium` leaves it out. Needs
 // scripts/test.sh's services (DENORMD_TEST_POSTGRES, DENORMD_TEST_KAFKA) and
 // starts its own application PostgreSQL and Connect worker under
@@ -18,6 +26,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -175,6 +184,89 @@ select json_build_object('type', 'comment', 'id', id, 'op', 'upsert', 'data',
     return out;
   }
 
+  // The fields that go through book_authors, computed by SQL joins in the
+  // application database, against the documents in PostgreSQL ("" when
+  // equal): an author's countOfBooks and bookIds (ascending), a book's
+  // authors ({id, name}, ascending id).
+  std::string ThroughDifferences() {
+    const std::string out = testing::WriteTempFile("through.tsv", "");
+    const char* query = R"SQL(
+select 'authors', a.id, json_build_object(
+    'countOfBooks', count(ba.book_id),
+    'bookIds', coalesce(json_agg(ba.book_id order by ba.book_id collate "C")
+                          filter (where ba.book_id is not null), '[]'))
+  from authors a left join book_authors ba on ba.author_id = a.id group by a.id
+union all
+select 'books', b.id, json_build_object(
+    'authors', coalesce(json_agg(json_build_object('id', a.id, 'name', a.first_name || ' ' || a.last_name)
+                                 order by a.id collate "C") filter (where a.id is not null), '[]'))
+  from books b left join book_authors ba on ba.book_id = b.id
+       left join authors a on a.id = ba.author_id
+  group by b.id
+)SQL";
+    EXPECT_EQ(0, AppSql("-At -F '\t' -o " + ShellQuote(out) + " -f " +
+                        ShellQuote(testing::WriteTempFile("through.sql", query))));
+    testing::InMemory parsed(config_yaml_);
+    const Collections have = testing::ReadCollections(parsed.config());
+    std::string differences;
+    std::istringstream lines(testing::ReadFile(out));
+    int compared = 0;
+    for (std::string line; std::getline(lines, line); ++compared) {
+      const size_t tab1 = line.find('\t'), tab2 = line.find('\t', tab1 + 1);
+      const std::string collection = line.substr(0, tab1);
+      const std::string id = line.substr(tab1 + 1, tab2 - tab1 - 1);
+      JsonDocument want, doc;
+      EXPECT_TRUE(ParseJson(line.substr(tab2 + 1), &want).ok()) << line;
+      auto c = have.find(collection);
+      if (c == have.end() || c->second.find(id) == c->second.end()) {
+        differences += collection + "/" + id + ": no document\n";
+        continue;
+      }
+      EXPECT_TRUE(ParseJson(c->second.at(id), &doc).ok());
+      for (auto field = want.MemberBegin(); field != want.MemberEnd(); ++field) {
+        const std::string name = field->name.GetString();
+        const std::string got =
+            doc.HasMember(name.c_str()) ? CanonicalJson(doc[name.c_str()]) : "(absent)";
+        if (got != CanonicalJson(field->value)) {
+          differences += collection + "/" + id + "." + name + ": " + got + ", the rows give " +
+                         CanonicalJson(field->value) + "\n";
+        }
+      }
+    }
+    if (compared == 0) differences += "the SQL gave no rows\n";
+    return differences;
+  }
+
+  // "<id> <countOfBooks> <bookIds>" of every author document, by id.
+  std::vector<std::string> AuthorsBooks() {
+    return testing::Sql("select id || ' ' || (doc->'countOfBooks')::text || ' ' || "
+                        "(doc->'bookIds')::text from " + schema_ + ".authors order by id");
+  }
+  // The names in book `id`'s authors, in order.
+  std::string AuthorNames(const std::string& id) {
+    const std::vector<std::string> rows = testing::Sql(
+        "select string_agg(a->>'name', ', ' order by n) from " + schema_ +
+        ".books, jsonb_array_elements(doc->'authors') with ordinality as t(a, n) where id = '" + id + "'");
+    return rows.empty() ? "" : rows[0];
+  }
+
+  // Waits until the documents equal what the config computes from the
+  // application's rows now, and the join-table fields what SQL gives.
+  void ExpectDocumentsFollowTheRows(const std::string& when, testing::DaemonProcess* daemon) {
+    const std::vector<std::string> rows = FinalRowsAsEvents();
+    std::string differences;
+    const bool reached = testing::WaitUntil(
+        [&] {
+          differences = Differences(rows);
+          if (differences.empty()) differences = ThroughDifferences();
+          return differences.empty();
+        },
+        kPatience);
+    EXPECT_TRUE(reached) << when << ":\n"
+                         << differences.substr(0, 4000) << "\n"
+                         << daemon->Log().substr(0, 4000);
+  }
+
   uint64_t Applied() {
     std::vector<std::string> rows =
         testing::Sql("select to_regclass('" + schema_ + ".positions') is null");
@@ -187,19 +279,39 @@ select json_build_object('type', 'comment', 'id', id, 'op', 'upsert', 'data',
   std::vector<std::pair<std::string, std::string>> env_;
 };
 
-// app_changes.sql without its last step (its TRUNCATE: the test runs its own,
-// later).
-std::string ChangesWithoutTruncate() {
+// Steps [from, to) of app_changes.sql ("-- N." starts step N); its last
+// step, the TRUNCATE, is left to the test, which runs its own later.
+std::string ChangeSteps(int from, int to) {
   std::string sql = testing::ReadFile(SourcePath("tests/data/debezium/app_changes.sql"));
-  return sql.substr(0, sql.find("-- 12."));
+  const size_t begin = from == 1 ? 0 : sql.find("\n-- " + std::to_string(from) + ".");
+  const size_t end = sql.find("\n-- " + std::to_string(to) + ".");
+  EXPECT_NE(std::string::npos, begin);
+  EXPECT_NE(std::string::npos, end);
+  return sql.substr(begin, end - begin);
 }
 
-// Many small transactions: comments inserted, edited, deleted, and the
-// author renamed back and forth, so that a kill lands among them.
+// Many small transactions, so that a kill lands among them: comments
+// inserted, edited, deleted; authors renamed (a1 and a3, whose books carry
+// their names through book_authors); the link b3-a1 deleted and inserted
+// again (b3's authors, a1's countOfBooks and bookIds); b1's link to a3
+// repointed to a new author a4 and back (a primary-key update of
+// book_authors: a delete and a create). At the end (i = 419) b3 has a1 and
+// b1 has a4.
 std::string Load(int from, int to) {
   std::string sql;
   for (int i = from; i < to; ++i) {
     const std::string id = "m" + std::to_string(i);
+    const std::string n = std::to_string(i);
+    if (i == 0) {
+      sql += "insert into authors (id, first_name, last_name) values ('a4', 'Ann', 'Other');\n";
+    }
+    if (i % 6 == 1) sql += "delete from book_authors where book_id = 'b3' and author_id = 'a1';\n";
+    if (i % 6 == 4) sql += "insert into book_authors values ('b3', 'a1', 2);\n";
+    if (i % 20 == 7) {
+      sql += "update book_authors set author_id = case author_id when 'a3' then 'a4' else 'a3' end "
+             "where book_id = 'b1' and author_id in ('a3', 'a4');\n";
+    }
+    if (i % 10 == 5) sql += "update authors set first_name = 'Thomas-" + n + "' where id = 'a1';\n";
     sql += "insert into comments values ('" + id + "', 'p1', 'user" + std::to_string(i % 7) +
            "', 'comment " + id + "', timestamptz '2024-03-01 00:00:00+00' + interval '" +
            std::to_string(i) + " seconds');\n";
@@ -222,7 +334,22 @@ TEST_F(DebeziumEndToEnd, DocumentsEqualTheApplicationsRowsThroughKillsOfConnectA
   // The snapshot: 2 authors, 2 books, 3 links, 1 post, 2 comments.
   ASSERT_TRUE(testing::WaitUntil([&] { return Applied() >= 10; }, kPatience)) << daemon.Log();
 
-  ASSERT_EQ(0, AppSqlText(ChangesWithoutTruncate())) << ScriptLog();
+  ExpectDocumentsFollowTheRows("the snapshot", &daemon);
+  if (HasFailure()) return;
+
+  // app_changes.sql steps 1-5: a book and its link in one transaction; book b1
+  // loses author a2 and gains a3 (a delete and an insert in book_authors);
+  // author a1 renamed, which reaches books b1 and b2 through their links. Here
+  // a2 is still alive: its countOfBooks goes to 0 and its bookIds to [].
+  ASSERT_EQ(0, AppSqlText(ChangeSteps(1, 6))) << ScriptLog();
+  ExpectDocumentsFollowTheRows("app_changes.sql steps 1-5", &daemon);
+  if (HasFailure()) return;
+  EXPECT_EQ((std::vector<std::string>{R"(a1 2 ["b1", "b2"])", "a2 0 []", R"(a3 2 ["b1", "b3"])"}),
+            AuthorsBooks());
+  EXPECT_EQ("Thomas Andersen-Smith, Dirk Stinger", AuthorNames("b1"));
+  EXPECT_EQ("Thomas Andersen-Smith", AuthorNames("b2"));
+  // Steps 6-11: comments, a book deleted with its links, an author deleted.
+  ASSERT_EQ(0, AppSqlText(ChangeSteps(6, 12))) << ScriptLog();
   ASSERT_EQ(0, AppSqlText(Load(0, 150)));
   // Mid-stream: wait for the daemon to apply some of the load, then kill -9
   // Connect and the daemon; more changes while both are down.
@@ -265,15 +392,14 @@ TEST_F(DebeziumEndToEnd, DocumentsEqualTheApplicationsRowsThroughKillsOfConnectA
   // Everything committed in the application is in Kafka: the documents must
   // reach exactly what the final rows give (the bound only stops a hung run).
   const std::vector<std::string> rows = FinalRowsAsEvents();
-  ASSERT_GT(rows.size(), 20u);  // 8 rows of the seed and changes, the comments since the truncate
-  std::string differences;
-  const bool reached = testing::WaitUntil(
-      [&] {
-        differences = Differences(rows);
-        return differences.empty();
-      },
-      kPatience);
-  EXPECT_TRUE(reached) << differences.substr(0, 4000) << "\n" << daemon.Log().substr(0, 4000);
+  ASSERT_GT(rows.size(), 20u);  // 10 rows of the seed and changes, the comments since the truncate
+  ExpectDocumentsFollowTheRows("the final rows", &daemon);
+  // The load's last link changes: b3 has a1 again, b1's link went to a4; the
+  // last renames reached both books.
+  EXPECT_EQ((std::vector<std::string>{R"(a1 2 ["b1", "b3"])", R"(a3 1 ["b3"])", R"(a4 1 ["b1"])"}),
+            AuthorsBooks());
+  EXPECT_EQ("Thomas-415 Andersen-Smith, Ann Other", AuthorNames("b1"));
+  EXPECT_EQ("Thomas-415 Andersen-Smith, Dirk Stinger-410", AuthorNames("b3"));
   EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
 
   EXPECT_EQ(0, testing::RunDenormd({"verify", "-c", config_file_}, &output)) << output;
