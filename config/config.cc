@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -31,6 +32,8 @@ const KeyList kTopKeys = {"source", "store", "batch", "retention", "log", "entit
                           "projections", "feed"};
 const KeyList kSourceKeys = {"kafka"};
 const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
+const KeyList kTopicKeys = {"topic", "format", "entity", "id_columns", "json_columns"};
+const KeyList kDebeziumOnlyKeys = {"entity", "id_columns", "json_columns"};
 const KeyList kStoreKeys = {"postgres", "schema", "connect_timeout_s", "statement_timeout_ms",
                             "lock_timeout_ms"};
 const KeyList kFeedKeys = {"brokers",      "topic",          "collections",       "transactional_id",
@@ -370,6 +373,9 @@ class ConfigParser {
 
   // Sections.
   void ReadSource(const Item& item, Config* config);
+  void ReadTopics(const Item& item, KafkaSourceConfig* out);
+  bool ReadTopic(const Item& item, TopicInput* out);
+  bool ReadColumnList(const Item& item, std::vector<std::string>* out);
   void ReadStore(const Item& item, Config* config);
   void ReadBatch(const Item& item, Config* config);
   void ReadFeed(const Item& item, Config* config);
@@ -592,12 +598,14 @@ void ConfigParser::Parse(const YAML::Node& root, Config* config) {
   }
   const std::map<std::string, Item> keys = ReadKeys(top, kTopKeys);
   const auto section = [&keys](const std::string& key) { return keys.find(key); };
+  // Entities first: the source names entity types (errors are sorted into
+  // file order at the end).
+  if (Require(top, keys, "entities")) ReadEntities(section("entities")->second, config);
   if (section("source") != keys.end()) ReadSource(section("source")->second, config);
   if (Require(top, keys, "store")) ReadStore(section("store")->second, config);
   if (section("batch") != keys.end()) ReadBatch(section("batch")->second, config);
   if (section("retention") != keys.end()) ReadRetention(section("retention")->second, config);
   if (section("log") != keys.end()) ReadLog(section("log")->second, config);
-  if (Require(top, keys, "entities")) ReadEntities(section("entities")->second, config);
   if (Require(top, keys, "projections")) {
     ReadProjections(section("projections")->second, config);
   }
@@ -617,7 +625,7 @@ void ConfigParser::ReadSource(const Item& item, Config* config) {
   const auto kafka = ReadKeys(kafka_item, kKafkaKeys);
   KafkaSourceConfig out;
   if (Require(kafka_item, kafka, "brokers")) ReadNonEmptyString(kafka.at("brokers"), &out.brokers);
-  if (Require(kafka_item, kafka, "topics")) ReadStringList(kafka.at("topics"), true, &out.topics);
+  if (Require(kafka_item, kafka, "topics")) ReadTopics(kafka.at("topics"), &out);
   if (Require(kafka_item, kafka, "group")) ReadNonEmptyString(kafka.at("group"), &out.group);
   if (kafka.count("dead_letter_topic")) {
     ReadString(kafka.at("dead_letter_topic"), &out.dead_letter_topic);
@@ -633,6 +641,109 @@ void ConfigParser::ReadSource(const Item& item, Config* config) {
     }
   }
   config->kafka = std::move(out);
+}
+
+void ConfigParser::ReadTopics(const Item& item, KafkaSourceConfig* out) {
+  if (!item.node.IsSequence()) {
+    Error(item, "expected a list of topics, found " + Describe(item.node));
+    return;
+  }
+  if (item.node.size() == 0) {
+    Error(item, "must not be an empty list");
+    return;
+  }
+  std::map<std::string, size_t> first_index;
+  for (size_t i = 0; i < item.node.size(); ++i) {
+    const YAML::Node element = item.node[i];
+    const Item element_item{element, item.where + "[" + std::to_string(i) + "]",
+                            element.IsNull() ? item.place : PlaceOf(element)};
+    TopicInput input;
+    if (!ReadTopic(element_item, &input)) continue;
+    const auto [it, inserted] = first_index.emplace(input.topic, i);
+    if (!inserted) {
+      Error(element_item, "duplicate topic " + Quote(input.topic) + " (also topics[" +
+                              std::to_string(it->second) + "])");
+      continue;
+    }
+    out->topics.push_back(input.topic);
+    out->inputs.push_back(std::move(input));
+  }
+}
+
+// A topic entry: a name (the native format), or a map
+// {topic, format, entity, id_columns, json_columns}.
+bool ConfigParser::ReadTopic(const Item& item, TopicInput* out) {
+  out->place = item.place;
+  if (item.node.IsScalar()) return ReadNonEmptyString(item, &out->topic);
+  if (!item.node.IsMap()) {
+    Error(item, "expected a topic name or a map with \"topic\" and \"format\", found " +
+                    Describe(item.node));
+    return false;
+  }
+  const auto keys = ReadKeys(item, kTopicKeys);
+  if (!Require(item, keys, "topic") || !ReadNonEmptyString(keys.at("topic"), &out->topic)) {
+    return false;
+  }
+  bool ok = true;
+  if (out->IsPattern()) {
+    try {
+      std::regex pattern(out->topic, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      Error(keys.at("topic"), "topic pattern " + Quote(out->topic) +
+                                  " is not a valid regular expression: " + e.what());
+      ok = false;
+    }
+  }
+  std::string format = "native";
+  if (keys.count("format") && ReadString(keys.at("format"), &format)) {
+    if (format == "debezium") {
+      out->format = InputFormat::kDebezium;
+    } else if (format != "native") {
+      Error(keys.at("format"), "unknown format " + Quote(format) + " (expected native or debezium)" +
+                                   Suggestion(format, {"native", "debezium"}));
+      return false;
+    }
+  }
+  if (out->format != InputFormat::kDebezium) {
+    for (const std::string& key : kDebeziumOnlyKeys) {
+      if (keys.count(key)) {
+        Error(keys.at(key), Quote(key) + " is only allowed with format: debezium");
+        ok = false;
+      }
+    }
+    return ok;
+  }
+  if (keys.count("entity")) {
+    ok = ReadEntityType(keys.at("entity"), &out->entity) && ok;
+  } else if (!out->IsPattern() && entities_known_) {
+    const size_t dot = out->topic.rfind('.');
+    const std::string table = dot == std::string::npos ? out->topic : out->topic.substr(dot + 1);
+    if (!entities_.count(table)) {
+      Error(keys.at("topic"), "topic " + Quote(out->topic) + " maps to the entity type " +
+                                  Quote(table) +
+                                  " (its table name), which is not in entities; add it there "
+                                  "or name the type with \"entity\"");
+      ok = false;
+    }
+  }
+  if (keys.count("id_columns")) ok = ReadColumnList(keys.at("id_columns"), &out->id_columns) && ok;
+  if (keys.count("json_columns")) {
+    ok = ReadColumnList(keys.at("json_columns"), &out->json_columns) && ok;
+  }
+  return ok;
+}
+
+// A non-empty list of distinct column names.
+bool ConfigParser::ReadColumnList(const Item& item, std::vector<std::string>* out) {
+  if (!ReadStringList(item, true, out)) return false;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < out->size(); ++i) {
+    if (!seen.insert((*out)[i]).second) {
+      Error(item, "column " + Quote((*out)[i]) + " is listed twice");
+      return false;
+    }
+  }
+  return true;
 }
 
 void ConfigParser::ReadStore(const Item& item, Config* config) {

@@ -145,9 +145,40 @@ struct ProjectionConfig {
   BucketLayout layout = BucketLayout::kStable;
 };
 
+// How the records of a topic are turned into entity events
+// (docs/configuration.md, "Input formats").
+enum class InputFormat {
+  kNative,    // shared/DESIGN.md "Events": {"type", "id", "op", "version", "data"}
+  kDebezium,  // Debezium change events of one table (formats/debezium_format.h)
+};
+
+// One entry of source.kafka.topics: a topic name, or a pattern (starting with
+// '^', an ECMAScript regular expression matched against the whole topic name;
+// librdkafka subscribes to every matching topic), and its format.
+struct TopicInput {
+  std::string topic;
+  ConfigPlace place;
+  InputFormat format = InputFormat::kNative;  // default: native
+  // kDebezium only.
+  // The entity type of the table's rows; "" = the table name as it is: the
+  // last dot-separated part of the topic name ("app.public.books" -> "books").
+  std::string entity;
+  // The columns whose values make the entity id, in this order; empty = every
+  // column of the record key (the primary key), in the key's order. One
+  // column: its value as text; several: each value's text with '\' and ':'
+  // escaped by a '\', joined with ':' ("b1:a1").
+  std::vector<std::string> id_columns;
+  // Columns whose values are strings holding JSON (json/jsonb columns, which
+  // Debezium sends as text): decoded into JSON values.
+  std::vector<std::string> json_columns;
+
+  bool IsPattern() const { return !topic.empty() && topic[0] == '^'; }
+};
+
 struct KafkaSourceConfig {
   std::string brokers;               // required when kafka is given
-  std::vector<std::string> topics;   // required, non-empty
+  std::vector<std::string> topics;   // required, non-empty: the names (or patterns)
+  std::vector<TopicInput> inputs;    // one per entry of `topics`, in the same order
   std::string group;                 // required
   std::string dead_letter_topic;     // optional; "" = table only
   // Extra librdkafka consumer properties (e.g. session.timeout.ms), applied

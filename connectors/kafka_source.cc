@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -76,6 +77,18 @@ Status KafkaEventSource::Open() {
       conf->set("event_cb", static_cast<RdKafka::EventCb*>(&rebalancer_->logger), error) !=
           RdKafka::Conf::CONF_OK) {
     return Status::Fatal("librdkafka: " + error);
+  }
+  // Kafka Connect creates a table's topic when the table gets its first row,
+  // possibly long after the subscription; a pattern matches topics created
+  // later. librdkafka notices new topics at its metadata refresh, every 5
+  // minutes by default: every 5 seconds here (properties may override it).
+  const bool later_topics =
+      std::any_of(kafka.inputs.begin(), kafka.inputs.end(), [](const TopicInput& input) {
+        return input.IsPattern() || input.format == InputFormat::kDebezium;
+      });
+  if (later_topics) {
+    DENORMD_RETURN_IF_ERROR(
+        SetKafkaProperties(conf.get(), {{"topic.metadata.refresh.interval.ms", "5000"}}));
   }
   DENORMD_RETURN_IF_ERROR(SetUserKafkaProperties(kafka, conf.get()));
   consumer_.reset(RdKafka::KafkaConsumer::create(conf.get(), error));
@@ -378,9 +391,22 @@ Status QueryKafkaEndOffsets(const Config& config, std::map<std::string, int64_t>
     return Status::Transient("Kafka metadata from " + config.kafka->brokers + ": " +
                              RdKafka::err2str(err));
   }
+  // The configured names, and the patterns (topics starting with '^', as
+  // the subscription reads them; checked by the config parser).
+  std::vector<std::regex> patterns;
+  for (const TopicInput& input : config.kafka->inputs) {
+    if (!input.IsPattern()) continue;
+    try {
+      patterns.emplace_back(input.topic, std::regex::ECMAScript);
+    } catch (const std::regex_error&) {
+    }
+  }
   for (const RdKafka::TopicMetadata* topic : *metadata->topics()) {
     bool wanted = false;
     for (const std::string& t : config.kafka->topics) wanted = wanted || t == topic->topic();
+    for (const std::regex& pattern : patterns) {
+      wanted = wanted || std::regex_match(topic->topic(), pattern);
+    }
     if (!wanted) continue;
     for (const RdKafka::PartitionMetadata* partition : *topic->partitions()) {
       int64_t low = 0, high = 0;

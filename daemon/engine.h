@@ -1,5 +1,5 @@
 // Engine: what every command that works on a store sets up the same way, in
-// one place: the validated config, its plan, the batch applier, the native
+// one place: the validated config, its plan, the batch applier, the input
 // decoder, and the PostgreSQL store (created, not yet opened).
 //
 // Not copyable or movable: the members borrow each other (declaration order
@@ -11,7 +11,7 @@
 
 #include "config/config.h"
 #include "connectors/postgres_store.h"
-#include "formats/native_format.h"
+#include "formats/input_decoder.h"
 #include "projections/batch_applier.h"
 #include "projections/projection_plan.h"
 
@@ -31,7 +31,7 @@ struct Engine {
   const Config config;
   const ProjectionPlan plan;
   const BatchApplier applier;
-  const NativeDecoder decoder;
+  const InputDecoder decoder;  // each topic's format (native for event logs)
   PostgresStore store;
 };
 

@@ -73,10 +73,11 @@ std::string FormatSampleValue(double value) {
 }
 
 void Metrics::AddBatch(uint64_t applied, uint64_t stale, uint64_t dead, uint64_t written,
-                       uint64_t deleted, double seconds) {
+                       uint64_t deleted, double seconds, uint64_t skipped) {
   std::lock_guard<std::mutex> lock(mutex_);
   events_applied_ += applied;
   events_stale_ += stale;
+  records_skipped_ += skipped;
   dead_letters_ += dead;
   documents_written_ += written;
   documents_deleted_ += deleted;
@@ -187,7 +188,7 @@ void AppendHistogram(std::string* out, const char* name, const char* help,
 std::string Metrics::Render() const {
   // Snapshot under the lock, format outside it: writers on the batch path
   // never wait for the string building.
-  uint64_t events_applied, events_stale, dead_letters, documents_written,
+  uint64_t events_applied, events_stale, records_skipped, dead_letters, documents_written,
       documents_deleted, batches, batch_retries, duration_count;
   std::array<uint64_t, kBucketCount + 1> duration_buckets;
   double duration_sum, last_commit_timestamp;
@@ -205,6 +206,7 @@ std::string Metrics::Render() const {
     std::lock_guard<std::mutex> lock(mutex_);
     events_applied = events_applied_;
     events_stale = events_stale_;
+    records_skipped = records_skipped_;
     dead_letters = dead_letters_;
     documents_written = documents_written_;
     documents_deleted = documents_deleted_;
@@ -238,6 +240,9 @@ std::string Metrics::Render() const {
                 "Events applied to the projections and committed.", events_applied);
   AppendCounter(&out, "denormd_events_stale_total",
                 "Events skipped because a newer version was already applied.", events_stale);
+  AppendCounter(&out, "denormd_records_skipped_total",
+                "Records that carry no change on purpose (Debezium tombstones), skipped.",
+                records_skipped);
   AppendCounter(&out, "denormd_dead_letters_total",
                 "Events that could not be applied and were sent to the dead letters.",
                 dead_letters);

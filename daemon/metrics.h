@@ -6,7 +6,7 @@
 //   counters   denormd_events_applied_total, denormd_events_stale_total,
 //              denormd_dead_letters_total, denormd_documents_written_total,
 //              denormd_documents_deleted_total, denormd_batches_total,
-//              denormd_batch_retries_total
+//              denormd_batch_retries_total, denormd_records_skipped_total
 //   histograms denormd_batch_duration_seconds (buckets kBatchDurationBuckets),
 //              denormd_event_age_seconds (kEventAgeBuckets: Kafka timestamp to
 //              commit, the freshness of every applied record)
@@ -67,8 +67,10 @@ class Metrics {
   // including retries) in denormd_batch_duration_seconds. A NaN duration is
   // counted in denormd_batches_total but not observed; a negative one is
   // observed as 0.
+  // `skipped`: records that carried no change on purpose (Debezium
+  // tombstones), in denormd_records_skipped_total.
   void AddBatch(uint64_t applied, uint64_t stale, uint64_t dead, uint64_t written,
-                uint64_t deleted, double seconds);
+                uint64_t deleted, double seconds, uint64_t skipped = 0);
 
   // Observes the age at commit of each event of a committed batch, and
   // keeps the largest in denormd_event_age_max_seconds.
@@ -111,6 +113,7 @@ class Metrics {
   mutable std::mutex mutex_;
   uint64_t events_applied_ = 0;     // GUARDED_BY(mutex_)
   uint64_t events_stale_ = 0;       // GUARDED_BY(mutex_)
+  uint64_t records_skipped_ = 0;    // GUARDED_BY(mutex_)
   uint64_t dead_letters_ = 0;       // GUARDED_BY(mutex_)
   uint64_t documents_written_ = 0;  // GUARDED_BY(mutex_)
   uint64_t documents_deleted_ = 0;  // GUARDED_BY(mutex_)

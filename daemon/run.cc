@@ -271,7 +271,7 @@ class Daemon {
 
   void OnCommit(const std::vector<RawRecord>& records, const BatchStats& stats, double seconds) {
     metrics_.AddBatch(stats.applied, stats.stale, stats.dead_letters, stats.documents_written,
-                      stats.documents_deleted, seconds);
+                      stats.documents_deleted, seconds, stats.skipped);
     const double now = UnixSeconds();
     metrics_.SetLastCommitTimestamp(now);
     std::vector<double> ages;
@@ -283,7 +283,8 @@ class Daemon {
     metrics_.SetStoreHealthy(true);
     Log(LogLevel::kDebug, "batch_committed",
         {{"events", stats.events}, {"applied", stats.applied}, {"stale", stats.stale},
-         {"dead_letters", stats.dead_letters}, {"documents_written", stats.documents_written},
+         {"dead_letters", stats.dead_letters}, {"skipped", stats.skipped},
+         {"documents_written", stats.documents_written},
          {"ms", seconds * 1000}});
     total_events_ += records.size();
     window_events_ += records.size();

@@ -41,12 +41,19 @@ struct AffectedUnits {
   // referrers of these targets are units of the projection (resolved in one
   // read per relation by the BatchApplier).
   std::map<const Relation*, std::map<size_t, std::set<std::string>>> referrers_of;
+  // Documents found two steps away, through link rows: for each link, the
+  // ids its rows name in `from`, where their `to` names one of these
+  // targets, are units of the projection (one read per link).
+  std::map<const Link*, std::map<size_t, std::set<std::string>>> linked_to;
   // Keys to lock before recomputing (lookup targets of changed entities).
   std::vector<std::string> locks;
 
   void AddUnit(size_t projection, const std::string& unit) { units[projection].insert(unit); }
   void AddReferrersOf(const Relation& relation, size_t projection, const std::string& target) {
     referrers_of[&relation][projection].insert(target);
+  }
+  void AddLinkedTo(const Link& link, size_t projection, const std::string& target) {
+    linked_to[&link][projection].insert(target);
   }
 };
 

@@ -5,6 +5,8 @@
 #include <set>
 #include <tuple>
 
+#include "projections/reference_index.h"
+
 namespace denormd {
 
 namespace {
@@ -85,6 +87,15 @@ std::string ChangeSourceOf(const EventBatch& batch) {
   return out;
 }
 
+// The targets asked for by any projection.
+std::vector<std::string> AllTargets(const std::map<size_t, std::set<std::string>>& by_projection) {
+  std::set<std::string> targets;
+  for (const auto& projection : by_projection) {
+    targets.insert(projection.second.begin(), projection.second.end());
+  }
+  return std::vector<std::string>(targets.begin(), targets.end());
+}
+
 }  // namespace
 
 std::string EntityLockKey(const std::string& type, const std::string& id) {
@@ -147,6 +158,12 @@ Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* st
 //     a1 in phase 1, before W queries the index. If W holds a1 first, R waits
 //     and then reads W's committed name. If R holds a1 first, W waits, and its
 //     index query then sees R's committed b1 and recomputes it.
+//   * The same one step further, through a link entity (count/ids/lookup
+//     `through`): batch R writes link row book_author (b1, a1) while W
+//     renames (or deletes) a1. W finds b1 only through the link rows in the
+//     index; R locks a1 in phase 2(b), as a `to` target its row names now,
+//     and W locks a1 in phase 1, before its index query. The documents named
+//     by the row's `from` are R's units, named from the row itself.
 //
 // Why it cannot deadlock: a transaction waits only (1) for the writer lock,
 // holding nothing else, or (2) in phase 1, whose keys are taken in one sorted
@@ -275,21 +292,25 @@ Status BatchApplier::CollectAffected(StoreTransaction& txn,
   }
   // Documents found through the reference index: one read per relation.
   for (const auto& entry : affected->referrers_of) {
-    const Relation& relation = *entry.first;
-    std::set<std::string> targets;
-    for (const auto& projection : entry.second) {
-      targets.insert(projection.second.begin(), projection.second.end());
-    }
     std::vector<Referrer> referrers;
-    std::vector<IndexRange> ranges;
-    for (const std::string& target : targets) ranges.push_back({target, std::nullopt, false, 0});
-    DENORMD_RETURN_IF_ERROR(
-        txn.index().Scan(relation, ranges, ReferenceIndex::Read::kKeys, &referrers));
+    DENORMD_RETURN_IF_ERROR(ReadReferrers(txn.index(), *entry.first, AllTargets(entry.second),
+                                          ReferenceIndex::Read::kKeys, &referrers));
     for (const Referrer& referrer : referrers) {
       for (const auto& projection : entry.second) {
         if (projection.second.count(referrer.target)) {
           affected->AddUnit(projection.first, referrer.entity.key.id);
         }
+      }
+    }
+  }
+  // And through link rows: one read per link.
+  for (const auto& entry : affected->linked_to) {
+    std::vector<LinkedPair> pairs;
+    DENORMD_RETURN_IF_ERROR(
+        ReadLinksTo(txn.index(), *entry.first, AllTargets(entry.second), &pairs));
+    for (const LinkedPair& pair : pairs) {
+      for (const auto& projection : entry.second) {
+        if (projection.second.count(pair.to)) affected->AddUnit(projection.first, pair.from);
       }
     }
   }

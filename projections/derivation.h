@@ -84,6 +84,11 @@ class PlanBuilder {
   // reference index stores for every entity of that type.
   virtual const Relation& UseRelation(const std::string& entity_type, const Path& path,
                                       const OrderBy* order, Relation::Flavour flavour) = 0;
+  // The link through `link_type` whose rows name the document's side in
+  // `from` and the other side in `to`: the one Link object the plan keeps
+  // for it, built on the two relations of the link type.
+  virtual const Link& UseLink(const std::string& link_type, const Path& from,
+                              const Path& to) = 0;
 };
 
 // A derivation kind: its syntax (config/derivation_syntax.h) and how a

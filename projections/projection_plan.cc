@@ -53,6 +53,17 @@ class ProjectionPlan::Builder : public PlanBuilder {
     return *plan_->relations_.back();
   }
 
+  const Link& UseLink(const std::string& link_type, const Path& from, const Path& to) override {
+    const Relation& from_relation =
+        UseRelation(link_type, from, nullptr, Relation::Flavour::kReferences);
+    const Relation& to_relation = UseRelation(link_type, to, nullptr, Relation::Flavour::kReferences);
+    for (const auto& link : plan_->links_) {
+      if (&link->from() == &from_relation && &link->to() == &to_relation) return *link;
+    }
+    plan_->links_.push_back(std::make_unique<Link>(from_relation, to_relation));
+    return *plan_->links_.back();
+  }
+
  private:
   ProjectionPlan* plan_;
   const std::map<CarrierKey, const OrderBy*>* carriers_;
@@ -65,8 +76,9 @@ ProjectionPlan::ProjectionPlan(const Config& config, PlanOptions options) : conf
   Builder recorder(this, nullptr);
   Build(recorder, options);
   const std::map<Builder::CarrierKey, const OrderBy*> carriers = recorder.recorded();
-  relations_.clear();
   projections_.clear();
+  links_.clear();
+  relations_.clear();
   types_.clear();
   Builder builder(this, &carriers);
   Build(builder, options);

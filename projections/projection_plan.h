@@ -4,13 +4,15 @@
 // It builds one Projection per configured projection (entity projections
 // with a Derivation per field; bucket projections), owns the Relation
 // objects they read (one per distinct relation; handed out through
-// PlanBuilder::UseRelation, never re-spelled), and lists for each entity type
+// PlanBuilder::UseRelation, never re-spelled) and the Links built on them
+// (PlanBuilder::UseLink), and lists for each entity type
 // which projections and derivations a change of such an entity can affect,
 // and which relations the reference index keeps for it.
 //
 // A document depends only on its root entity and on entities one relation
-// away (count/ids/embed children, lookup targets, bucket members), so a
-// change never propagates further than one step. Immutable after
+// away (count/ids/embed children, lookup targets, bucket members), or two
+// through a link row (count/ids/lookup `through`: the link, then the entity
+// it names), so a change never propagates further than that. Immutable after
 // construction; borrows the Config, which must outlive it.
 #ifndef DENORMD_PROJECTIONS_PROJECTION_PLAN_H_
 #define DENORMD_PROJECTIONS_PROJECTION_PLAN_H_
@@ -74,6 +76,7 @@ class ProjectionPlan {
 
   const Config& config_;
   std::vector<std::unique_ptr<Relation>> relations_;
+  std::vector<std::unique_ptr<Link>> links_;
   std::vector<std::unique_ptr<Projection>> projections_;
   std::map<std::string, EntityTypePlan> types_;
   EntityTypePlan empty_;

@@ -15,6 +15,28 @@ std::vector<IndexRange> WholeRanges(const std::vector<std::string>& targets, uin
   return ranges;
 }
 
+// The pairs of the link rows `by` (one side of `link`) finds for `ids`.
+Status ReadLinks(ReferenceIndex& index, const Link& link, const Relation& by,
+                 const std::vector<std::string>& ids, std::vector<LinkedPair>* out) {
+  std::vector<Referrer> rows;
+  DENORMD_RETURN_IF_ERROR(ReadReferrers(index, by, ids, ReferenceIndex::Read::kKeysAndData, &rows));
+  const bool by_from = &by == &link.from();
+  const Relation& other = by_from ? link.to() : link.from();
+  const size_t first = out->size();
+  for (const Referrer& row : rows) {
+    for (std::string& id : other.Targets(row.entity.key.id, *row.entity.data)) {
+      if (by_from) {
+        out->push_back({row.target, std::move(id)});
+      } else {
+        out->push_back({std::move(id), row.target});
+      }
+    }
+  }
+  std::sort(out->begin() + first, out->end());
+  out->erase(std::unique(out->begin() + first, out->end()), out->end());
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ReadReferrers(ReferenceIndex& index, const Relation& relation,
@@ -60,6 +82,16 @@ Status ReadAround(ReferenceIndex& index, const Relation& relation,
     ranges.push_back({entry.first, entry.second.key, false, limit});
   }
   return index.Scan(relation, ranges, read, out);
+}
+
+Status ReadLinksFrom(ReferenceIndex& index, const Link& link,
+                     const std::vector<std::string>& from_ids, std::vector<LinkedPair>* out) {
+  return ReadLinks(index, link, link.from(), from_ids, out);
+}
+
+Status ReadLinksTo(ReferenceIndex& index, const Link& link, const std::vector<std::string>& to_ids,
+                   std::vector<LinkedPair>* out) {
+  return ReadLinks(index, link, link.to(), to_ids, out);
 }
 
 void SortByKey(std::vector<const Referrer*>* referrers) {

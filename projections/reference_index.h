@@ -45,6 +45,27 @@ Status ReadAround(ReferenceIndex& index, const Relation& relation,
                   const std::map<std::string, ReadStart>& starts, uint64_t limit,
                   ReferenceIndex::Read read, std::vector<Referrer>* out);
 
+// One pair of ids a live link row names: in the link's `from` and `to`.
+struct LinkedPair {
+  std::string from;
+  std::string to;
+  bool operator<(const LinkedPair& o) const {
+    return from != o.from ? from < o.from : to < o.to;
+  }
+  bool operator==(const LinkedPair& o) const { return from == o.from && to == o.to; }
+};
+
+// The pairs of the live link rows whose `from` names one of `from_ids`
+// (what a document through `link` is linked to), sorted and unique: two rows
+// linking the same pair give one. Reads those link rows with their data.
+Status ReadLinksFrom(ReferenceIndex& index, const Link& link,
+                     const std::vector<std::string>& from_ids, std::vector<LinkedPair>* out);
+
+// The same for the link rows whose `to` names one of `to_ids` (the documents
+// linked to a changed entity).
+Status ReadLinksTo(ReferenceIndex& index, const Link& link, const std::vector<std::string>& to_ids,
+                   std::vector<LinkedPair>* out);
+
 // Sorts referrers into their relation's order: (sort key, id).
 void SortByKey(std::vector<const Referrer*>* referrers);
 

@@ -1,6 +1,7 @@
 #include "projections/relation.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "projections/entity.h"
 
@@ -41,6 +42,22 @@ std::vector<std::string> Relation::TargetsOf(const EntityState& state) const {
 
 std::string Relation::SortKey(const std::string& id, const JsonValue& data) const {
   return denormd::SortKey(order_, id, data);
+}
+
+std::vector<std::string> Link::ChangedFrom(const EntityState& before,
+                                          const EntityState& after) const {
+  const std::vector<std::string> from_before = from_.TargetsOf(before);
+  const std::vector<std::string> from_after = from_.TargetsOf(after);
+  std::vector<std::string> changed;
+  if (to_.TargetsOf(before) != to_.TargetsOf(after)) {
+    // Every pair of the row changed: each side it named before or after.
+    std::set_union(from_before.begin(), from_before.end(), from_after.begin(), from_after.end(),
+                   std::back_inserter(changed));
+  } else {
+    std::set_symmetric_difference(from_before.begin(), from_before.end(), from_after.begin(),
+                                  from_after.end(), std::back_inserter(changed));
+  }
+  return changed;
 }
 
 std::vector<std::string> ReferenceTargets(const Path& path, const std::string& id,

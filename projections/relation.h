@@ -14,6 +14,11 @@
 // A Relation is created once per distinct (type, path, order, flavour) by the
 // plan; its name() is what the store keeps in its rows and is never
 // re-spelled elsewhere. Immutable; borrows the Config's paths.
+//
+// A Link is a join table: a link entity type whose rows name one entity in
+// `from` and another in `to` (book_author: book_id, author_id). It is two
+// kReferences relations of the link type, so the index keeps link rows like
+// any other referrer; the plan hands out one Link per (type, from, to).
 #ifndef DENORMD_PROJECTIONS_RELATION_H_
 #define DENORMD_PROJECTIONS_RELATION_H_
 
@@ -55,6 +60,25 @@ class Relation {
   const OrderBy* order_;
   Flavour flavour_;
   std::string name_;
+};
+
+class Link {
+ public:
+  Link(const Relation& from, const Relation& to) : from_(from), to_(to) {}
+
+  const std::string& link_type() const { return from_.entity_type(); }
+  // The link's field naming the document's side, and the other side.
+  const Relation& from() const { return from_; }
+  const Relation& to() const { return to_; }
+
+  // The `from` ids whose linked `to` ids differ between two states of a link
+  // row (it appeared, went, or changed either field), sorted.
+  std::vector<std::string> ChangedFrom(const EntityState& before,
+                                       const EntityState& after) const;
+
+ private:
+  const Relation& from_;
+  const Relation& to_;
 };
 
 // The ids a reference field names: the string, or the string elements of the

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Usage: scripts/demo.sh
+# Usage: scripts/demo.sh [--debezium]
+#
+# --debezium: the same documents fed by an existing database through Debezium
+# instead (scripts/demo-debezium.sh).
 #
 # The main job on a fresh machine, in one command: installs the packages,
 # builds denormd, starts a private PostgreSQL and a real Apache Kafka broker,
@@ -17,6 +20,7 @@ set -euo pipefail
 
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_DIR"
+if [[ "${1:-}" == --debezium ]]; then exec bash scripts/demo-debezium.sh; fi
 step() { echo "==> $*" >&2; }
 CONFIG=tests/data/article/config.yaml
 TOPIC=article.entities

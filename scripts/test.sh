@@ -4,7 +4,10 @@
 # Runs the whole denormd test suite on a fresh machine: installs the Debian
 # packages, builds, starts a private PostgreSQL and a real Apache Kafka broker
 # (own state directory and ports, so a running demo is not disturbed), runs
-# every test with ctest, and stops the services again.
+# every test with ctest, and stops the services again. The end-to-end test of the
+# Debezium input (label `debezium`) starts its own application PostgreSQL and Kafka
+# Connect worker (jars fetched once from Maven Central into .local/connect); leave it
+# out with `scripts/test.sh -LE debezium`.
 #
 # Extra arguments go to ctest, e.g. `scripts/test.sh -R Postgres`.
 #
@@ -12,6 +15,8 @@
 #   DENORMD_TEST_STATE_DIR  services' state (default <repo>/.local/test)
 #   DENORMD_TEST_PG_PORT    PostgreSQL port (default 55433)
 #   DENORMD_TEST_KAFKA_PORT Kafka port (default 19192; controller +1)
+#   DENORMD_TEST_APP_PG_PORT    the Debezium test's application PostgreSQL (default 55436)
+#   DENORMD_TEST_CONNECT_PORT   the Debezium test's Kafka Connect REST port (default 18084)
 #   DENORMD_BUILD_DIR       build directory (default <repo>/build)
 #   DENORMD_TEST_JOBS       tests run at once (default 2)
 set -euo pipefail
@@ -43,6 +48,8 @@ step "starting PostgreSQL on 127.0.0.1:$DENORMD_PG_PORT and Kafka on 127.0.0.1:$
 DENORMD_TEST_POSTGRES="$(bash scripts/postgres.sh start)"
 DENORMD_TEST_KAFKA="$(bash scripts/kafka.sh start)"
 export DENORMD_TEST_POSTGRES DENORMD_TEST_KAFKA
+export DENORMD_TEST_APP_PG_PORT="${DENORMD_TEST_APP_PG_PORT:-55436}"
+export DENORMD_TEST_CONNECT_PORT="${DENORMD_TEST_CONNECT_PORT:-18084}"
 export DENORMD_KAFKA_SCRIPT="$REPO_DIR/scripts/kafka.sh"
 
 step "running the tests"

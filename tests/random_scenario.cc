@@ -88,7 +88,22 @@ class Generator {
         const char* paths[] = {"o.x", "tags[].b", "rs[1]", "\"{s}/{n}\"", "{value: [1, a]}"};
         return paths[Pick(5)];
       }
-      default: return "s";
+      default: return Chance(50) ? "s" : Through(type);
+    }
+  }
+
+  // count, ids or lookup of `type` through link rows of any type (r and rs
+  // name the two sides, either way round).
+  std::string Through(const std::string& type) {
+    const bool forward = Chance(50);
+    const std::string link = ", through: " + AnyType() + ", from: " + (forward ? "r" : "rs") +
+                             ", to: " + (forward ? "rs" : "r");
+    switch (Pick(3)) {
+      case 0: return "{count: " + type + link + "}";
+      case 1: return "{ids: " + type + link + (Chance(50) ? ", limit: 2" : "") + "}";
+      default:
+        return "{lookup: " + type + link + Select() + ", missing: " +
+               (Chance(50) ? "skip" : "null") + "}";
     }
   }
 

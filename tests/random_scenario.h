@@ -1,7 +1,8 @@
 // Random scenarios: a seeded generator of small configs and event streams
 // that exercise the whole projection language — entity projections with
 // paths, templates, values, count, ids (limit), embed (order_by, limit,
-// select) and lookup (missing skip|null, string and array references);
+// select), lookup (missing skip|null, string and array references) and
+// count, ids and lookup through link rows of another type;
 // buckets in both layouts with small sizes; collections shared by two
 // projections with a partition key — and streams of upserts, patches,
 // deletes, stale and unversioned events and bad records, over few ids, so

@@ -1,9 +1,15 @@
 // {count: T, via: F}: how many entities of T name this entity in F (their
 // F is its id, or an array holding it). Read from the counts the reference
 // index keeps per target: one row per document, whatever the count.
+//
+// {count: T, through: L, from: F, to: G}: how many live entities of T this
+// entity is linked to by rows of L (derivations/linked.h). Reads the
+// document's link rows and their targets: like ids, not from a counter, as a
+// linked entity counts once and only while it is live.
 #include <map>
 
 #include "projections/derivations/children.h"
+#include "projections/derivations/linked.h"
 #include "projections/derivations/registry.h"
 #include "projections/reference_index.h"
 
@@ -12,7 +18,9 @@ namespace denormd {
 namespace {
 
 struct CountSpec : DerivationSpec, ChildrenSpec {
+  std::optional<ThroughSpec> through;  // instead of `via`
   std::string Normalized() const override {
+    if (through) return JoinWords({"count", entity, through->Normalized()});
     return JoinWords({"count", entity, "via", via.text});
   }
 };
@@ -58,6 +66,18 @@ class CountDerivation : public Derivation {
   const Relation& via_;
 };
 
+class LinkedCountDerivation : public LinkedDerivation {
+ public:
+  LinkedCountDerivation(const CountSpec& spec, PlanBuilder& plan)
+      : LinkedDerivation(*spec.through, spec.entity, plan) {}
+
+  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
+              JsonAllocator& /*allocator*/) const override {
+    out->SetUint64(Linked(root, reads, /*live_only=*/true).size());
+    return true;
+  }
+};
+
 class Kind : public DerivationKind {
  public:
   const std::string& name() const override { return name_; }
@@ -66,17 +86,20 @@ class Kind : public DerivationKind {
   std::shared_ptr<const DerivationSpec> Parse(ExpressionReader& reader) const override {
     auto spec = std::make_shared<CountSpec>();
     bool ok = reader.ReadEntityType("count", &spec->entity);
-    ok = reader.ReadPath("via", &spec->via) && ok;
+    ok = ReadThrough(reader, "via", &spec->through) && ok;
+    if (!UsesThrough(reader)) ok = reader.ReadPath("via", &spec->via) && ok;
     return ok ? spec : nullptr;
   }
 
   std::unique_ptr<Derivation> Bind(const DerivationSpec& spec, PlanBuilder& plan) const override {
-    return std::make_unique<CountDerivation>(static_cast<const CountSpec&>(spec), plan);
+    const auto& count = static_cast<const CountSpec&>(spec);
+    if (count.through) return std::make_unique<LinkedCountDerivation>(count, plan);
+    return std::make_unique<CountDerivation>(count, plan);
   }
 
  private:
   const std::string name_ = "count";
-  const std::vector<std::string> keys_ = {"count", "via"};
+  const std::vector<std::string> keys_ = {"count", "via", "through", "from", "to"};
 };
 
 }  // namespace

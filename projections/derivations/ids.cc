@@ -1,9 +1,14 @@
 // {ids: T, via: F [, limit: N]}: the ids of the entities of T that name this
 // entity in F, ascending (the first N). The many-to-many side without a
 // join table: author.books.
+//
+// {ids: T, through: L, from: F, to: G [, limit: N]}: the ids of the live
+// entities of T this entity is linked to by rows of L, ascending (the first
+// N): the many-to-many side with a join table (derivations/linked.h).
 #include <algorithm>
 
 #include "projections/derivations/children.h"
+#include "projections/derivations/linked.h"
 #include "projections/derivations/registry.h"
 #include "projections/reference_index.h"
 
@@ -12,11 +17,24 @@ namespace denormd {
 namespace {
 
 struct IdsSpec : DerivationSpec, ChildrenSpec {
+  std::optional<ThroughSpec> through;  // instead of `via`
   std::optional<uint64_t> limit;
   std::string Normalized() const override {
-    return JoinWords({"ids", entity, "via", via.text, limit ? "limit " + std::to_string(*limit) : ""});
+    return JoinWords({"ids", entity, through ? through->Normalized() : "via " + via.text,
+                      limit ? "limit " + std::to_string(*limit) : ""});
   }
 };
+
+// The ids as a JSON array, the first `limit`.
+void RenderIds(std::vector<std::string> ids, const std::optional<uint64_t>& limit, JsonValue* out,
+               JsonAllocator& allocator) {
+  if (limit && ids.size() > *limit) ids.resize(*limit);
+  out->SetArray();
+  for (const std::string& id : ids) {
+    out->PushBack(JsonValue(id.data(), static_cast<rapidjson::SizeType>(id.size()), allocator),
+                  allocator);
+  }
+}
 
 struct IdsReads : DerivationReads {
   std::map<std::string, std::vector<std::string>> children;  // parent -> child ids
@@ -57,12 +75,7 @@ class IdsDerivation : public Derivation {
     auto it = children.find(root.key.id);
     if (it != children.end()) ids = it->second;
     std::sort(ids.begin(), ids.end());
-    if (spec_.limit && ids.size() > *spec_.limit) ids.resize(*spec_.limit);
-    out->SetArray();
-    for (const std::string& id : ids) {
-      out->PushBack(JsonValue(id.data(), static_cast<rapidjson::SizeType>(id.size()), allocator),
-                    allocator);
-    }
+    RenderIds(std::move(ids), spec_.limit, out, allocator);
     return true;
   }
 
@@ -70,6 +83,21 @@ class IdsDerivation : public Derivation {
   const IdsSpec& spec_;
   const size_t projection_;
   const Relation& via_;
+};
+
+class LinkedIdsDerivation : public LinkedDerivation {
+ public:
+  LinkedIdsDerivation(const IdsSpec& spec, PlanBuilder& plan)
+      : LinkedDerivation(*spec.through, spec.entity, plan), limit_(spec.limit) {}
+
+  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
+              JsonAllocator& allocator) const override {
+    RenderIds(Linked(root, reads, /*live_only=*/true), limit_, out, allocator);
+    return true;
+  }
+
+ private:
+  const std::optional<uint64_t> limit_;
 };
 
 class Kind : public DerivationKind {
@@ -80,7 +108,8 @@ class Kind : public DerivationKind {
   std::shared_ptr<const DerivationSpec> Parse(ExpressionReader& reader) const override {
     auto spec = std::make_shared<IdsSpec>();
     bool ok = reader.ReadEntityType("ids", &spec->entity);
-    ok = reader.ReadPath("via", &spec->via) && ok;
+    ok = ReadThrough(reader, "via", &spec->through) && ok;
+    if (!UsesThrough(reader)) ok = reader.ReadPath("via", &spec->via) && ok;
     uint64_t limit = 0;
     if (reader.Has("limit")) {
       if (reader.ReadUint("limit", 1, &limit)) {
@@ -93,12 +122,14 @@ class Kind : public DerivationKind {
   }
 
   std::unique_ptr<Derivation> Bind(const DerivationSpec& spec, PlanBuilder& plan) const override {
-    return std::make_unique<IdsDerivation>(static_cast<const IdsSpec&>(spec), plan);
+    const auto& ids = static_cast<const IdsSpec&>(spec);
+    if (ids.through) return std::make_unique<LinkedIdsDerivation>(ids, plan);
+    return std::make_unique<IdsDerivation>(ids, plan);
   }
 
  private:
   const std::string name_ = "ids";
-  const std::vector<std::string> keys_ = {"ids", "via", "limit"};
+  const std::vector<std::string> keys_ = {"ids", "via", "through", "from", "to", "limit"};
 };
 
 }  // namespace

@@ -8,8 +8,15 @@
 // `by` relation of the root type), never by a scan. When a root names new
 // targets, they are locked before it is recomputed (the protocol at
 // BatchApplier::Apply).
+//
+// {lookup: T, through: L, from: F, to: G [, select] [, missing]}: the
+// entities of T this entity is linked to by rows of L (a join table;
+// derivations/linked.h), in ascending id order, each as `select` shows it;
+// a link to a missing target is left out (skip) or null. A change of what a
+// target shows reaches the documents through its link rows.
 #include <set>
 
+#include "projections/derivations/linked.h"
 #include "projections/derivations/registry.h"
 #include "projections/selection.h"
 
@@ -20,10 +27,12 @@ namespace {
 struct LookupSpec : DerivationSpec {
   std::string entity;
   Path by;
+  std::optional<ThroughSpec> through;  // instead of `by`
   Selection select;
   bool missing_as_null = false;
   std::string Normalized() const override {
-    return JoinWords({"lookup", entity, "by", by.text, NormalizedSelection(select),
+    return JoinWords({"lookup", entity, through ? through->Normalized() : "by " + by.text,
+                      NormalizedSelection(select),
                       missing_as_null ? "missing null" : ""});
   }
 };
@@ -113,6 +122,31 @@ class LookupDerivation : public Derivation {
   const Relation& by_;
 };
 
+class LinkedLookupDerivation : public LinkedDerivation {
+ public:
+  LinkedLookupDerivation(const LookupSpec& spec, PlanBuilder& plan)
+      : LinkedDerivation(*spec.through, spec.entity, plan), spec_(spec) {}
+
+  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
+              JsonAllocator& allocator) const override {
+    out->SetArray();
+    for (const std::string& id : Linked(root, reads, /*live_only=*/!spec_.missing_as_null)) {
+      const EntityRecord* target = LiveTarget(reads, id);
+      JsonValue item;
+      if (target != nullptr) ApplySelection(spec_.select, id, *target->data, &item, allocator);
+      out->PushBack(item, allocator);
+    }
+    return true;
+  }
+
+ private:
+  bool ShownChanged(const EntityChange& change) const override {
+    return SelectionChanged(spec_.select, *change.before, *change.after);
+  }
+
+  const LookupSpec& spec_;
+};
+
 class Kind : public DerivationKind {
  public:
   const std::string& name() const override { return name_; }
@@ -121,7 +155,8 @@ class Kind : public DerivationKind {
   std::shared_ptr<const DerivationSpec> Parse(ExpressionReader& reader) const override {
     auto spec = std::make_shared<LookupSpec>();
     bool ok = reader.ReadEntityType("lookup", &spec->entity);
-    ok = reader.ReadPath("by", &spec->by) && ok;
+    ok = ReadThrough(reader, "by", &spec->through) && ok;
+    if (!UsesThrough(reader)) ok = reader.ReadPath("by", &spec->by) && ok;
     if (reader.Has("select")) ok = reader.ReadSelection("select", &spec->select) && ok;
     if (reader.Has("missing")) {
       std::string missing;
@@ -135,12 +170,14 @@ class Kind : public DerivationKind {
   }
 
   std::unique_ptr<Derivation> Bind(const DerivationSpec& spec, PlanBuilder& plan) const override {
-    return std::make_unique<LookupDerivation>(static_cast<const LookupSpec&>(spec), plan);
+    const auto& lookup = static_cast<const LookupSpec&>(spec);
+    if (lookup.through) return std::make_unique<LinkedLookupDerivation>(lookup, plan);
+    return std::make_unique<LookupDerivation>(lookup, plan);
   }
 
  private:
   const std::string name_ = "lookup";
-  const std::vector<std::string> keys_ = {"lookup", "by", "select", "missing"};
+  const std::vector<std::string> keys_ = {"lookup", "by", "through", "from", "to", "select", "missing"};
 };
 
 }  // namespace

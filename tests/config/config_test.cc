@@ -444,7 +444,7 @@ TEST(ConfigErrorTest, UnknownKeySuggestsTheClosestKey) {
 TEST(ConfigErrorTest, KeyOfAnotherExpressionKindIsNamedAsMisplaced) {
   ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    fields:\n"
                                        "      a: {lookup: author, by: x, limit: 3}\n",
-                  "\"limit\" is not allowed in a lookup (allowed: lookup, by, select, missing)", 7,
+                  "\"limit\" is not allowed in a lookup (allowed: lookup, by, through, from, to, select, missing)", 7,
                   "projections.p.fields.a.limit");
 }
 
@@ -877,6 +877,64 @@ TEST(FeedConfigTest, EveryMistakeIsReported) {
 TEST(FeedConfigTest, TheFeedsTablesAreReservedNames) {
   ExpectOnlyError(std::string(kHead) + "  outbox: {from: book}\n", "clashes with a table", 4,
                   "projections.outbox");
+}
+
+// Relations through a link entity (a join table).
+
+constexpr char kLinkHead[] = R"(store: {schema: lib}
+entities: [author, book, book_author]
+projections:
+  p:
+    from: author
+    fields:
+)";
+
+TEST(ConfigThroughTest, CountIdsAndLookupGoThroughALinkEntity) {
+  const Config config = MustParse(std::string(kLinkHead) + R"(      n: {count: book, through: book_author, from: author_id, to: book_id}
+      ids: {ids: book, through: book_author, from: author_id, to: book_id, limit: 5}
+      books:
+        lookup: book
+        through: book_author
+        from: author_id
+        to: book_id
+        select: [title]
+        missing: null
+)");
+  const ProjectionConfig& p = config.projections[0];
+  EXPECT_EQ(Derived(Field(p, 0)), "count book through book_author from author_id to book_id");
+  EXPECT_EQ(Derived(Field(p, 1)), "ids book through book_author from author_id to book_id limit 5");
+  EXPECT_EQ(Derived(Field(p, 2)),
+            "lookup book through book_author from author_id to book_id select [title] missing null");
+}
+
+TEST(ConfigThroughTest, ErrorsSayWhatIsWrongAndWhere) {
+  const std::string head = kLinkHead;
+  ConfigError e = ExpectOnlyError(
+      head + "      n: {count: book, through: book_authors, from: author_id, to: book_id}\n",
+      "book_authors", 7, "projections.p.fields.n.through");
+  EXPECT_EQ(e.place.column, 33);
+  ExpectOnlyError(head + "      n: {count: book, through: book_author, to: book_id}\n",
+                  "missing required key \"from\"", 7, "projections.p.fields.n.from");
+  ExpectOnlyError(head + "      n: {ids: book, through: book_author, from: author_id}\n",
+                  "missing required key \"to\"", 7, "projections.p.fields.n.to");
+  ExpectOnlyError(head + "      n: {lookup: book, from: author_id, to: book_id}\n",
+                  "missing required key \"through\"", 7, "projections.p.fields.n.through");
+  e = ExpectOnlyError(
+      head + "      n: {count: book, via: authorIds, through: book_author, from: a, to: b}\n",
+      "\"via\" and \"through\" exclude each other", 7, "projections.p.fields.n.via");
+  EXPECT_EQ(e.place.column, 29);
+  ExpectOnlyError(head + "      n: {lookup: book, by: bookIds, through: book_author, from: a, to: b}\n",
+                  "\"by\" and \"through\" exclude each other", 7, "projections.p.fields.n.by");
+  ExpectOnlyError(head + "      n: {count: book, through: book_author, from: x, to: x}\n",
+                  "\"from\" and \"to\" must be two different fields", 7,
+                  "projections.p.fields.n.to");
+  // embed has no `through`: named as misplaced, with what embed allows.
+  const std::vector<ConfigError> errors = MustFail(
+      head + "      n: {embed: book, via: authorIds, through: book_author}\n");
+  ASSERT_EQ(errors.size(), 1u) << Dump(errors);
+  EXPECT_TRUE(Contains(errors[0].message, "\"through\" is not allowed in an embed (allowed: "))
+      << Dump(errors);
+  EXPECT_EQ(errors[0].place.line, 7);
 }
 
 }  // namespace

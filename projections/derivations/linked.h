@@ -1,0 +1,94 @@
+// What count, ids and lookup share when they go through a link entity (a
+// join table) instead of a reference field:
+//
+//   {count: book, through: book_author, from: author_id, to: book_id}
+//
+// A document of entity X is linked to entity Y when a live row of the link
+// type names X in `from` and Y in `to` (each a string or an array of
+// strings); the derivation shows the live linked entities, each once however
+// many rows link the pair, in ascending id order. The link rows are ordinary
+// entities (versions, tombstones), indexed by the two relations of the Link.
+//
+// How changes reach documents:
+//   * a link row change: the `from` ids whose linked `to` ids changed
+//     (Link::ChangedFrom); the `to` ids it names now are locked, so that a
+//     concurrent change of such a target either commits first (and is read)
+//     or finds this row through the index after this batch commits (the
+//     lookup case of BatchApplier::ApplyInTransaction, one step further);
+//   * a change of a linked entity that the derivation shows (liveness for
+//     count and ids, the `select` for lookup): the documents its link rows
+//     name in `from`, found through the `to` relation (AffectedUnits::
+//     linked_to), never by a scan.
+#ifndef DENORMD_PROJECTIONS_DERIVATIONS_LINKED_H_
+#define DENORMD_PROJECTIONS_DERIVATIONS_LINKED_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "projections/derivation.h"
+
+namespace denormd {
+
+// Parsed `through: L, from: F, to: T`.
+struct ThroughSpec {
+  std::string link;  // the link entity type
+  Path from;         // its field naming the document's entity
+  Path to;           // its field naming the linked entity
+  // "through L from F to T"
+  std::string Normalized() const;
+};
+
+// Whether the map has `through`, `from` or `to`.
+bool UsesThrough(const ExpressionReader& reader);
+
+// Reads `through`, `from` and `to` when the map has any of them (then
+// `alternative`, the key they replace, "via" or "by", must be absent), into
+// *out; leaves *out empty when it has none. False after reporting a problem.
+bool ReadThrough(ExpressionReader& reader, const std::string& alternative,
+                 std::optional<ThroughSpec>* out);
+
+// What a derivation through a link reads for its documents.
+struct LinkedReads : DerivationReads {
+  std::map<std::string, std::vector<std::string>> linked;  // document id -> linked ids, ascending
+  std::map<std::string, EntityRecord> live;                // linked id -> its live entity
+};
+
+// A derivation through a link: the entities of `target_type` that the
+// documents of one projection are linked to through `spec`. Finds the
+// affected documents and reads for them; the kinds render. Immutable.
+class LinkedDerivation : public Derivation {
+ public:
+  LinkedDerivation(const ThroughSpec& spec, std::string target_type, PlanBuilder& plan);
+
+  // The link type and the target type.
+  std::vector<std::string> DependsOn() const final;
+  void CollectAffected(const EntityChange& change, AffectedUnits* out) const final;
+  // The linked ids of `roots` and the live ones among them: one index read
+  // of the link rows and one load of the targets. *out is a LinkedReads.
+  Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+              std::unique_ptr<DerivationReads>* out) const final;
+
+ protected:
+  // Whether what the field shows of a target differs between the states of
+  // `change` (a change of the target type). By default: its liveness.
+  virtual bool ShownChanged(const EntityChange& change) const;
+
+  // The ids `root` is linked to, ascending; `live_only` drops those that are
+  // not live (absent or deleted).
+  static std::vector<std::string> Linked(const EntityRecord& root, const DerivationReads* reads,
+                                         bool live_only);
+  // A linked entity read for `reads`; null when it is not live.
+  static const EntityRecord* LiveTarget(const DerivationReads* reads, const std::string& id);
+
+ private:
+  const std::string target_type_;
+  const size_t projection_;
+  const Link& link_;
+};
+
+}  // namespace denormd
+
+#endif  // DENORMD_PROJECTIONS_DERIVATIONS_LINKED_H_
