@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The in-process tests (labels config, common, projections, fuzz, connectors:
-# the engine, the parsers, the fuzz targets and the PostgreSQL store, with the
-# suite's PostgreSQL) built and run with AddressSanitizer (leaks included) and
+# The in-process tests (labels config, common, projections, formats, fuzz,
+# connectors: the engine, the parsers, the fuzz targets and the PostgreSQL
+# store, with the suite's PostgreSQL) built and run with AddressSanitizer (leaks included) and
 # UndefinedBehaviorSanitizer; any report fails the test.
 #
 # Usage: in_process_test.sh SOURCE_DIR BUILD_DIR
@@ -11,16 +11,25 @@
 set -euo pipefail
 SOURCE_DIR="$1"
 BUILD_DIR="$2"
-LABELS='^(config|common|projections|fuzz|connectors)$'
+FOLDERS=(config common projections formats fuzz connectors)
+LABELS="^($(IFS='|'; echo "${FOLDERS[*]}"))\$"
+# Only their executables (and the denormd binary they depend on) are built.
+TARGETS=()
+for folder in "${FOLDERS[@]}"; do
+  if [ ! -d "$SOURCE_DIR/tests/$folder" ]; then continue; fi
+  for source in "$SOURCE_DIR/tests/$folder"/*_test.cc; do
+    if [ -e "$source" ]; then TARGETS+=("$(basename "$source" .cc)"); fi
+  done
+done
 
 echo "sanitize: configuring $BUILD_DIR (address,undefined, -O1)"
 cmake -S "$SOURCE_DIR" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DDENORMD_WERROR=ON \
   -DDENORMD_SANITIZE=address,undefined >/dev/null
 start=$(date +%s)
-cmake --build "$BUILD_DIR" -j 2 >"$BUILD_DIR.build.log" 2>&1 || {
+cmake --build "$BUILD_DIR" -j 2 --target "${TARGETS[@]}" >"$BUILD_DIR.build.log" 2>&1 || {
   tail -50 "$BUILD_DIR.build.log"; exit 1; }
-echo "sanitize: built in $(( $(date +%s) - start )) s"
+echo "sanitize: built ${#TARGETS[@]} test executables in $(( $(date +%s) - start )) s"
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
