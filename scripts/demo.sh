@@ -67,11 +67,20 @@ show "a book carrying copies of its authors' names and thumbnails" "article.book
 show "a post with its three most recent comments" "article.posts where id = 'p1'"
 echo
 build/denormd status -c "$CONFIG"
+dead=$(bash scripts/postgres.sh psql -X -q -t -A -c "select count(*) from article.dead_letters" 2>/dev/null || echo "?")
 cat <<EOT
 
-The daemon is still running (pid $daemon); Ctrl-C stops it.
-  documents:  scripts/postgres.sh psql -c 'select id, doc from article.catalog'
-  metrics:    curl -s http://127.0.0.1:9464/metrics
-  more input: DENORMD_KAFKA_BROKERS=$DENORMD_KAFKA_BROKERS build/denormd publish -c $CONFIG FILE
+The daemon is still running (pid $daemon); Ctrl-C stops it. The $dead dead letters are
+the example's deliberate bad lines (an unknown entity type, broken JSON, ...): see them
+with the psql command below. The config names no server, so give the commands the
+demo's (another shell, same folder):
+
+  export DENORMD_POSTGRES='$DENORMD_POSTGRES' DENORMD_KAFKA_BROKERS=$DENORMD_KAFKA_BROKERS
+  build/denormd status -c $CONFIG           # positions, lag, counts, dead letters
+  build/denormd verify -c $CONFIG           # recompute every document and compare
+  scripts/postgres.sh psql -c 'select id, doc from article.books'
+  scripts/postgres.sh psql -c 'select position, reason from article.dead_letters'
+  curl -s http://127.0.0.1:9464/metrics
+  build/denormd publish -c $CONFIG FILE      # more events (JSON Lines)
 EOT
 wait $daemon
