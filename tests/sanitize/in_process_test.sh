@@ -33,6 +33,7 @@ echo "sanitize: built ${#TARGETS[@]} test executables in $(( $(date +%s) - start
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export LSAN_OPTIONS="suppressions=$SOURCE_DIR/tests/sanitize/lsan.supp:print_suppressions=0"
 # The Kafka and daemon tests spawn processes and need the broker; they stay
 # in the regular build.
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2 -L "$LABELS"
