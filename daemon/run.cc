@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -153,6 +154,32 @@ class Health {
   std::string why_ = "starting";
 };
 
+// Opens the store with `open`, waiting out an unreachable PostgreSQL with
+// backoff (each attempt logged, /healthz 503, systemd told to extend the
+// start) until it answers or a stop is requested (then Ok, unopened). Only
+// a store that can never be used with this config (InvalidInput) is an error.
+Status OpenStoreWaiting(const std::function<Status()>& open, Health& health, Metrics& metrics,
+                        ServiceNotifier& notifier) {
+  for (int attempt = 1; !g_stop.load(); ++attempt) {
+    Status status = open();
+    if (status.IsInvalidInput()) return status;  // waiting will not help
+    if (status.ok()) {
+      health.Set(true, "ok");
+      metrics.SetStoreHealthy(true);
+      return Status::Ok();
+    }
+    health.Set(false, kStoreUnavailable);
+    Log(LogLevel::kWarn, "store_unavailable", {{"attempt", attempt}, {"error", status.message()}});
+    const int pause_ms = RetryBackoffMs(attempt);
+    notifier.Notify(
+        "EXTEND_TIMEOUT_USEC=" + std::to_string((pause_ms + kStartAttemptMarginMs) * 1000LL) +
+        "\nSTATUS=waiting for PostgreSQL: attempt " + std::to_string(attempt) + ": " +
+        OneLine(status.message()));
+    SleepUnlessStopping(pause_ms, notifier);
+  }
+  return Status::Ok();
+}
+
 class Daemon {
  public:
   Daemon(Config config, const RunOptions& options)
@@ -202,24 +229,8 @@ class Daemon {
   // start-up is waited out like one at run time. Only a store that can never
   // be used with this config (its index needs a rebuild) is an error.
   Status OpenStoreWithRetry() {
-    for (int attempt = 1; !g_stop.load(); ++attempt) {
-      Status status = engine_.store.Open();
-      if (status.IsInvalidInput()) return status;  // waiting will not help
-      if (status.ok()) {
-        health_.Set(true, "ok");
-        metrics_.SetStoreHealthy(true);
-        return Status::Ok();
-      }
-      health_.Set(false, kStoreUnavailable);
-      Log(LogLevel::kWarn, "store_unavailable", {{"attempt", attempt}, {"error", status.message()}});
-      const int pause_ms = RetryBackoffMs(attempt);
-      notifier_->Notify(
-          "EXTEND_TIMEOUT_USEC=" + std::to_string((pause_ms + kStartAttemptMarginMs) * 1000LL) +
-          "\nSTATUS=waiting for PostgreSQL: attempt " + std::to_string(attempt) + ": " +
-          OneLine(status.message()));
-      SleepUnlessStopping(pause_ms, *notifier_);
-    }
-    return Status::Ok();
+    return OpenStoreWaiting([this] { return engine_.store.Open(); }, health_, metrics_,
+                            *notifier_);
   }
 
   // Logs why the start failed; returns `code`.
@@ -499,22 +510,10 @@ class RelayDaemon {
       Status status = http_.Start(options_.metrics_address, options_.metrics_port);
       if (!status.ok()) return StartFailed(status, kExitUsage);
     }
-    for (int attempt = 1; !g_stop.load(); ++attempt) {
-      Status status = store_.Open(/*allow_stale_index=*/true);
-      if (status.IsInvalidInput()) return Shutdown(StartFailed(status, kExitUsage));
-      if (status.ok()) break;
-      health_.Set(false, kStoreUnavailable);
-      Log(LogLevel::kWarn, "store_unavailable", {{"attempt", attempt}, {"error", status.message()}});
-      const int pause_ms = RetryBackoffMs(attempt);
-      notifier_->Notify(
-          "EXTEND_TIMEOUT_USEC=" + std::to_string((pause_ms + kStartAttemptMarginMs) * 1000LL) +
-          "\nSTATUS=waiting for PostgreSQL: attempt " + std::to_string(attempt) + ": " +
-          OneLine(status.message()));
-      SleepUnlessStopping(pause_ms, *notifier_);
-    }
+    Status opened = OpenStoreWaiting([this] { return store_.Open(/*allow_stale_index=*/true); },
+                                     health_, metrics_, *notifier_);
+    if (!opened.ok()) return Shutdown(StartFailed(opened, kExitUsage));
     if (g_stop.load()) return Shutdown(kExitOk);
-    health_.Set(true, "ok");
-    metrics_.SetStoreHealthy(true);
     RelayThread relay(config_, options_.postgres, &metrics_);
     relay.Start();
     Log(LogLevel::kInfo, "relay_started",
