@@ -180,6 +180,13 @@ Status OpenStoreWaiting(const std::function<Status()>& open, Health& health, Met
   return Status::Ok();
 }
 
+// Logs why the start failed and tells the service manager; returns `code`.
+int StartFailed(ServiceNotifier& notifier, const Status& status, int code) {
+  Log(LogLevel::kError, "start_failed", {{"error", status.message()}, {"exit_code", code}});
+  notifier.Notify("STATUS=start failed: " + OneLine(status.message()));
+  return code;
+}
+
 class Daemon {
  public:
   Daemon(Config config, const RunOptions& options)
@@ -197,10 +204,13 @@ class Daemon {
     InstallSignalHandlers();
     if (options_.metrics_port > 0) {
       Status status = http_.Start(options_.metrics_address, options_.metrics_port);
-      if (!status.ok()) return StartFailed(status, kExitUsage);
+      if (!status.ok()) return StartFailed(*notifier_, status, kExitUsage);
     }
-    Status opened = OpenStoreWithRetry();
-    if (!opened.ok()) return Shutdown(StartFailed(opened, kExitUsage));
+    // The store must be reachable before anything is consumed; an outage at
+    // start-up is waited out like one at run time.
+    Status opened = OpenStoreWaiting([this] { return engine_.store.Open(); }, health_, metrics_,
+                                     *notifier_);
+    if (!opened.ok()) return Shutdown(StartFailed(*notifier_, opened, kExitUsage));
     if (g_stop.load()) return Shutdown(kExitOk);
     if (engine_.config.feed && options_.relay) {
       // After the store is open: the outbox exists.
@@ -209,7 +219,8 @@ class Daemon {
     }
     Status status = source_.Open();
     if (!status.ok()) {
-      return Shutdown(StartFailed(status, status.IsInvalidInput() ? kExitUsage : kExitFailure));
+      const int code = status.IsInvalidInput() ? kExitUsage : kExitFailure;
+      return Shutdown(StartFailed(*notifier_, status, code));
     }
     const Config& config = engine_.config;
     Log(LogLevel::kInfo, "daemon_started",
@@ -225,21 +236,6 @@ class Daemon {
   }
 
  private:
-  // The store must be reachable before anything is consumed; an outage at
-  // start-up is waited out like one at run time. Only a store that can never
-  // be used with this config (its index needs a rebuild) is an error.
-  Status OpenStoreWithRetry() {
-    return OpenStoreWaiting([this] { return engine_.store.Open(); }, health_, metrics_,
-                            *notifier_);
-  }
-
-  // Logs why the start failed; returns `code`.
-  int StartFailed(const Status& status, int code) {
-    Log(LogLevel::kError, "start_failed", {{"error", status.message()}, {"exit_code", code}});
-    notifier_->Notify("STATUS=start failed: " + OneLine(status.message()));
-    return code;
-  }
-
   int Loop() {
     BatchLoopHooks hooks;
     hooks.alive = [this] {
@@ -508,11 +504,11 @@ class RelayDaemon {
     InstallSignalHandlers();
     if (options_.metrics_port > 0) {
       Status status = http_.Start(options_.metrics_address, options_.metrics_port);
-      if (!status.ok()) return StartFailed(status, kExitUsage);
+      if (!status.ok()) return StartFailed(*notifier_, status, kExitUsage);
     }
     Status opened = OpenStoreWaiting([this] { return store_.Open(/*allow_stale_index=*/true); },
                                      health_, metrics_, *notifier_);
-    if (!opened.ok()) return Shutdown(StartFailed(opened, kExitUsage));
+    if (!opened.ok()) return Shutdown(StartFailed(*notifier_, opened, kExitUsage));
     if (g_stop.load()) return Shutdown(kExitOk);
     RelayThread relay(config_, options_.postgres, &metrics_);
     relay.Start();
@@ -528,12 +524,6 @@ class RelayDaemon {
   }
 
  private:
-  int StartFailed(const Status& status, int code) {
-    Log(LogLevel::kError, "start_failed", {{"error", status.message()}, {"exit_code", code}});
-    notifier_->Notify("STATUS=start failed: " + OneLine(status.message()));
-    return code;
-  }
-
   int Shutdown(int code) {
     notifier_->Notify("STOPPING=1");
     http_.Stop();
