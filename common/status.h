@@ -14,6 +14,10 @@
 //                    waiting: roll back and retry the batch at once.
 //   kConflict      - a stream position moved under us: another consumer
 //                    applied these events. Drop the batch and re-read positions.
+//   kStaleConfig   - the store's projections changed (`denormd apply`) after
+//                    this process loaded its own: nothing was applied; load
+//                    the store's configuration and go on from the committed
+//                    positions.
 //   kFatal         - anything else: stop and report.
 #ifndef DENORMD_COMMON_STATUS_H_
 #define DENORMD_COMMON_STATUS_H_
@@ -25,7 +29,7 @@ namespace denormd {
 
 class [[nodiscard]] Status {
  public:
-  enum class Code { kOk, kInvalidInput, kTransient, kBusy, kConflict, kFatal };
+  enum class Code { kOk, kInvalidInput, kTransient, kBusy, kConflict, kStaleConfig, kFatal };
 
   Status() = default;
   static Status Ok() { return Status(); }
@@ -39,6 +43,9 @@ class [[nodiscard]] Status {
   static Status Conflict(std::string message) {
     return Status(Code::kConflict, std::move(message));
   }
+  static Status StaleConfig(std::string message) {
+    return Status(Code::kStaleConfig, std::move(message));
+  }
   static Status Fatal(std::string message) {
     return Status(Code::kFatal, std::move(message));
   }
@@ -48,6 +55,7 @@ class [[nodiscard]] Status {
   bool IsTransient() const { return code_ == Code::kTransient; }
   bool IsBusy() const { return code_ == Code::kBusy; }
   bool IsConflict() const { return code_ == Code::kConflict; }
+  bool IsStaleConfig() const { return code_ == Code::kStaleConfig; }
   bool IsFatal() const { return code_ == Code::kFatal; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
@@ -73,6 +81,7 @@ inline std::string Status::ToString() const {
     case Code::kTransient: return "transient error: " + message_;
     case Code::kBusy: return "busy: " + message_;
     case Code::kConflict: return "conflict: " + message_;
+    case Code::kStaleConfig: return "stale configuration: " + message_;
     case Code::kFatal: return "error: " + message_;
   }
   return message_;

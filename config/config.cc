@@ -1502,6 +1502,70 @@ std::vector<std::string> ConfigChanges(const Config& before, const Config& after
   return changed;
 }
 
+std::string NormalizedProjectionText(const ProjectionConfig& projection) {
+  return NormalizedProjection(projection);
+}
+
+std::string NormalizedModel(const Config& config) {
+  std::vector<std::string> entities = config.entities;
+  std::sort(entities.begin(), entities.end());
+  std::string out = "entities " + JoinList(entities) + "\n";
+  std::vector<const ProjectionConfig*> projections;
+  for (const ProjectionConfig& projection : config.projections) projections.push_back(&projection);
+  std::sort(projections.begin(), projections.end(),
+            [](const ProjectionConfig* a, const ProjectionConfig* b) { return a->name < b->name; });
+  for (const ProjectionConfig* projection : projections) {
+    out += "projection " + projection->name + ": " + NormalizedProjection(*projection) + "\n";
+  }
+  return out;
+}
+
+std::string ModelFingerprint(const Config& config) {
+  // FNV-1a, 64 bits: stable across builds and platforms (std::hash is not).
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : NormalizedModel(config)) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+std::optional<Config> WithModel(const Config& base, const std::string& model_yaml,
+                                const std::string& origin, const DerivationSyntaxes& kinds,
+                                std::vector<ConfigError>* errors) {
+  std::vector<ConfigError> local_errors;
+  if (errors == nullptr) errors = &local_errors;
+  errors->clear();
+  std::string text;
+  try {
+    YAML::Node document = YAML::Load(base.source_text);
+    const YAML::Node model = YAML::Load(model_yaml);
+    if (!document.IsMap() || !model.IsMap()) {
+      errors->push_back(ConfigError{{}, origin, "not a YAML mapping"});
+      return std::nullopt;
+    }
+    for (const char* section : {"entities", "projections"}) {
+      document.remove(section);
+      if (model[section]) document[section] = model[section];
+    }
+    YAML::Emitter out;
+    out << document;
+    text = out.c_str();
+  } catch (const YAML::Exception& e) {
+    errors->push_back(ConfigError{{}, origin, "cannot read: " + e.msg});
+    return std::nullopt;
+  }
+  std::optional<Config> parsed = ParseConfig(text, origin, kinds, errors);
+  if (!parsed) return std::nullopt;
+  Config config = base;
+  config.entities = std::move(parsed->entities);
+  config.projections = std::move(parsed->projections);
+  config.model_yaml = std::move(parsed->model_yaml);
+  return config;
+}
+
 bool Config::HasEntity(const std::string& type) const {
   return std::find(entities.begin(), entities.end(), type) != entities.end();
 }
@@ -1572,6 +1636,16 @@ std::optional<Config> ParseConfig(const std::string& yaml_text, const std::strin
           ConfigError{*second, "", "the file holds several YAML documents; give one"});
     }
     ConfigParser(kinds, errors).Parse(document, &config);
+    config.source_text = yaml_text;
+    if (document.IsMap()) {
+      YAML::Emitter model;
+      model << YAML::BeginMap;
+      for (const char* section : {"entities", "projections"}) {
+        if (document[section]) model << YAML::Key << section << YAML::Value << document[section];
+      }
+      model << YAML::EndMap;
+      config.model_yaml = model.c_str();
+    }
   } catch (const YAML::Exception& e) {
     const ConfigPlace place =
         e.mark.is_null() ? ConfigPlace{} : ConfigPlace{e.mark.line + 1, e.mark.column + 1};

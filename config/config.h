@@ -271,6 +271,13 @@ struct LogConfig {
 
 struct Config {
   std::string path;  // the file it was read from
+  // The YAML text it was parsed from (WithModel re-reads it); may hold
+  // secrets: never log or store it.
+  std::string source_text;
+  // The model: the `entities` and `projections` sections as YAML, emitted
+  // from the parsed file (comments and layout dropped). The store records
+  // it (`denormd apply`); it holds no connection settings.
+  std::string model_yaml;
   std::optional<KafkaSourceConfig> kafka;
   StoreConfig store;
   BatchConfig batch;
@@ -327,6 +334,25 @@ std::string NormalizedExpression(const Expression& expression);
 // the spelling of its derivations do not count). `path` is ignored. Empty
 // when the two configurations mean the same.
 std::vector<std::string> ConfigChanges(const Config& before, const Config& after);
+
+// The model's meaning in canonical text: the entity types, then each
+// projection (by name) in NormalizedProjection form, one per line. Equal for
+// equal meaning, whatever the file's layout, order or spelling.
+std::string NormalizedModel(const Config& config);
+// A short stable digest of NormalizedModel (16 hex digits).
+std::string ModelFingerprint(const Config& config);
+// The canonical form of one projection (as in NormalizedModel).
+std::string NormalizedProjectionText(const ProjectionConfig& projection);
+
+// `base` with its model (entities and projections) replaced by `model_yaml`
+// (a Config::model_yaml, as the store records it): the file is parsed again
+// with those sections swapped in, so every cross-check (the feed's
+// collections, the topics' entity types) is made again. Every other setting,
+// overrides included, is `base`'s. `origin` names the model in errors
+// ("the store's projections, epoch 3").
+std::optional<Config> WithModel(const Config& base, const std::string& model_yaml,
+                                const std::string& origin, const DerivationSyntaxes& kinds,
+                                std::vector<ConfigError>* errors);
 
 // Path and template syntax, shared by the parser and by tests. InvalidInput
 // with what is wrong and where on bad syntax.

@@ -119,6 +119,7 @@ Status PostgresStore::Connect() {
 Status PostgresStore::Open(bool allow_stale_index) {
   DENORMD_RETURN_IF_ERROR(CreateTables());
   const std::string fingerprint = ProjectionPlan(config_).IndexFingerprint();
+  const std::string model_fingerprint = ModelFingerprint(config_);
   std::optional<std::string> stored;
   bool has_entities = false;
   DENORMD_RETURN_IF_ERROR(Guard("checking the reference index", [&] {
@@ -133,13 +134,67 @@ Status PostgresStore::Open(bool allow_stale_index) {
                        " on conflict (key) do nothing", fingerprint);
       stored = fingerprint;
     }
+    // The model this store runs: recorded by the first start (or a store
+    // older than `denormd apply`), changed only by apply and rebuild.
+    work.exec_params("insert into " + s + ".meta (key, value) values ('model', $1),"
+                     " ('model_fingerprint', $2), ('epoch', '1') on conflict (key) do nothing",
+                     config_.model_yaml, model_fingerprint);
     work.commit();
   }));
+  DENORMD_RETURN_IF_ERROR(ReadModel(&model_));
+  epoch_ = model_.epoch;
+  if (model_.fingerprint != model_fingerprint && !allow_stale_index) {
+    return Status::StaleConfig(
+        "schema " + config_.store.schema + " runs other projections (epoch " +
+        std::to_string(model_.epoch) + ", fingerprint " + model_.fingerprint + ") than " +
+        config_.path + " (fingerprint " + model_fingerprint + "); `denormd plan -c " +
+        config_.path + "` shows the difference and `denormd apply -c " + config_.path +
+        "` makes the file's projections current");
+  }
   if (stored == fingerprint || allow_stale_index) return Status::Ok();
   return Status::InvalidInput(
       "the reference index of schema " + config_.store.schema +
       " was built for other projections (their relations changed in the config); "
       "run `denormd rebuild -c " + config_.path + "` once to rebuild it");
+}
+
+Status PostgresStore::ReadModel(StoredModel* out) {
+  DENORMD_RETURN_IF_ERROR(Connect());
+  *out = StoredModel();
+  return Guard("reading the stored configuration", [&] {
+    pqxx::read_transaction work(connection_->pq);
+    const std::string s = work.quote_name(config_.store.schema);
+    for (const auto& row : work.exec("select key, value from " + s + ".meta where key in"
+                                     " ('model', 'model_fingerprint', 'epoch', 'applying')")) {
+      const std::string key = row[0].c_str();
+      if (key == "model") out->yaml = row[1].c_str();
+      if (key == "model_fingerprint") out->fingerprint = row[1].c_str();
+      if (key == "epoch") out->epoch = std::strtoull(row[1].c_str(), nullptr, 10);
+      if (key == "applying") out->applying = row[1].c_str();
+    }
+  });
+}
+
+Status PostgresStore::RecordModel() {
+  DENORMD_RETURN_IF_ERROR(Connect());
+  const std::string fingerprint = ModelFingerprint(config_);
+  DENORMD_RETURN_IF_ERROR(Guard("recording the configuration", [&] {
+    pqxx::work work(connection_->pq);
+    const std::string s = work.quote_name(config_.store.schema);
+    // Alone: no batch of the old configuration is between its epoch check
+    // and its commit.
+    work.exec("lock table " + s + ".writers in exclusive mode");
+    work.exec_params("update " + s + ".meta set value = (value::bigint + 1)::text"
+                     " where key = 'epoch' and exists (select 1 from " + s + ".meta"
+                     " where key = 'model_fingerprint' and value <> $1)", fingerprint);
+    work.exec_params("insert into " + s + ".meta (key, value) values ('model', $1),"
+                     " ('model_fingerprint', $2) on conflict (key) do update"
+                     " set value = excluded.value", config_.model_yaml, fingerprint);
+    work.commit();
+  }));
+  DENORMD_RETURN_IF_ERROR(ReadModel(&model_));
+  epoch_ = model_.epoch;
+  return Status::Ok();
 }
 
 Status PostgresStore::MarkIndexCurrent() {
@@ -166,7 +221,7 @@ Status PostgresStore::CreateTables() {
     const std::string s = work.quote_name(config_.store.schema) + ".";
     std::vector<std::string> relations;
     for (const char* table : {"entities", "refs", "refs_by_entity", "ref_counts", "positions", "locks", "meta",
-                              "writers", "dead_letters"}) {
+                              "writers", "dead_letters", "apply_journal"}) {
       relations.push_back(s + table);
     }
     if (config_.feed) {
@@ -219,6 +274,11 @@ Status PostgresStore::CreateTables() {
     work.exec("create table if not exists " + s + ".writers (note text)");
     work.exec("create table if not exists " + s +
               ".meta (key text primary key, value text not null)");
+    // The changes batches write while `denormd apply` builds (its catch-up
+    // input; empty otherwise).
+    work.exec("create table if not exists " + s +
+              ".apply_journal (seq bigserial primary key, type text not null,"
+              " id text not null, before jsonb, after jsonb)");
     work.exec("create table if not exists " + s +
               ".dead_letters (seq bigserial primary key, source text not null,"
               " partition integer not null, position bigint not null, raw bytea not null,"
@@ -277,7 +337,7 @@ Status PostgresStore::CreateTables() {
 Status PostgresStore::Begin(std::unique_ptr<StoreTransaction>* out) {
   DENORMD_RETURN_IF_ERROR(Connect());
   return BeginPostgresTransaction(
-      connection_->pq, connection_->state, config_.store.schema, capture_,
+      connection_->pq, connection_->state, config_.store.schema, capture_, epoch_,
       [this](const std::string& key_array) { return ProvisionLockRows(key_array); }, out);
 }
 

@@ -8,7 +8,9 @@
 //   dead_letters (seq, source, partition, position, raw, reason, received_at)
 //   locks        (key)                                      rows locked by batches
 //   writers      ()                                         table-locked by batches
-//   meta         (key, value)                               the index fingerprint
+//   meta         (key, value)                               the index fingerprint, the
+//                                                           model, its epoch
+//   apply_journal (seq, type, id, before, after)            changes during an apply
 //   <collection> (id, doc jsonb, pk, projection)            one per collection
 //   outbox       (seq, txid, collection, id, pk, doc, source, created_at)
 //                                                           the change feed's outbox
@@ -63,6 +65,15 @@ struct PruneReport {
   uint64_t total() const { return tombstones + dead_letters + lock_rows + zero_counts; }
 };
 
+// The configuration model a store runs (meta rows): what `denormd apply`
+// (or the first start) recorded.
+struct StoredModel {
+  uint64_t epoch = 0;       // 1 at the first start, +1 per change of the model
+  std::string fingerprint;  // ModelFingerprint of the model
+  std::string yaml;         // Config::model_yaml
+  std::string applying;     // "" or what an unfinished apply recorded (JSON)
+};
+
 class PostgresStore : public Store {
  public:
   // Does not connect; Open() does.
@@ -70,11 +81,22 @@ class PostgresStore : public Store {
   ~PostgresStore() override;
 
   // Connects and creates the schema and tables that do not exist yet
-  // (idempotent; safe with several instances starting at once). Then checks
-  // that the reference index was built for these projections: if the config
-  // changed its relations, Open fails with InvalidInput naming the fix
-  // (`denormd rebuild`), unless `allow_stale_index` (rebuild, status).
+  // (idempotent; safe with several instances starting at once), and records
+  // the config's model when the store has none. Then checks that the store
+  // runs this config's model (else StaleConfig, naming plan and apply; the
+  // stored one is in stored_model()) and that the reference index was built
+  // for its relations (else InvalidInput naming `denormd rebuild`), unless
+  // `allow_stale_index` (rebuild, status, relay). Every transaction begun
+  // afterwards is fenced on the stored epoch (StaleConfig once it moves).
   Status Open(bool allow_stale_index = false);
+
+  // Reads the stored model afresh (not the one Open saw).
+  Status ReadModel(StoredModel* out);
+  // The model Open (or RecordModel) read.
+  const StoredModel& stored_model() const { return model_; }
+  // Records the config's model as the one the store runs (after rebuild);
+  // the epoch moves when the model changed, so running instances reload.
+  Status RecordModel();
 
   // Records that the reference index now matches the config (after rebuild).
   Status MarkIndexCurrent();
@@ -120,6 +142,8 @@ class PostgresStore : public Store {
   std::unique_ptr<Connection> connection_;
   std::unique_ptr<Connection> provisioner_;  // autocommit, for lock rows
   std::atomic<int> backend_pid_{0};           // of connection_, for cancelling
+  StoredModel model_;                         // as Open/RecordModel read it
+  uint64_t epoch_ = 0;                        // transactions are fenced on it; 0 before Open
 };
 
 }  // namespace denormd

@@ -82,11 +82,12 @@ class PostgresTransaction : public StoreTransaction,
  public:
   PostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
                       const std::string& schema, const ChangeCapture& capture,
-                      LockRowProvisioner provision)
+                      uint64_t epoch, LockRowProvisioner provision)
       : work_(connection),
         state_(state),
         schema_(work_.quote_name(schema)),
         capture_(capture),
+        epoch_(epoch),
         provision_([this, provision = std::move(provision)](const std::string& keys) {
           ++round_trips_;
           return provision(keys);
@@ -113,11 +114,30 @@ class PostgresTransaction : public StoreTransaction,
 
   // ---- WriteLocks
 
+  // Also the configuration fence: once the lock is held no apply can switch
+  // configurations until this transaction ends, and the epoch read after it
+  // (its own statement, so its own snapshot) is the one in force. A
+  // transaction of another epoch writes nothing (StaleConfig). While an
+  // apply builds, the source changes written are journaled for it.
   Status LockWriters(bool exclusive) override {
-    return Guard("joining the writers", [&] {
-      Run(std::string("lock table ") + schema_ + ".writers in " +
-                 (exclusive ? "exclusive" : "share") + " mode");
-    });
+    pqxx::result result;
+    DENORMD_RETURN_IF_ERROR(Guard("joining the writers", [&] {
+      ++round_trips_;
+      result = work_.exec(std::string("lock table ") + schema_ + ".writers in " +
+                          (exclusive ? "exclusive" : "share") + " mode;"
+                          " select coalesce((select value from " + schema_ +
+                          ".meta where key = 'epoch'), '0'),"
+                          " exists (select 1 from " + schema_ + ".meta where key = 'applying')");
+    }));
+    const uint64_t stored = std::strtoull(result[0][0].c_str(), nullptr, 10);
+    journal_ = result[0][1].as<bool>();
+    if (epoch_ != 0 && stored != epoch_) {
+      return Status::StaleConfig("the projections of schema " + schema_ +
+                                 " changed to epoch " + std::to_string(stored) +
+                                 " (denormd apply) while this process ran epoch " +
+                                 std::to_string(epoch_));
+    }
+    return Status::Ok();
   }
 
   Status LockKeys(const std::vector<std::string>& keys, Mode mode) override {
@@ -262,6 +282,89 @@ class PostgresTransaction : public StoreTransaction,
           " d as (select null::text as type, null::text as field, null::text as target where false),"
           + counts,
           Text(added));
+    });
+  }
+
+  Status Journal(const std::vector<EntityChange>& changes) override {
+    if (!journal_ || changes.empty()) return Status::Ok();
+    rapidjson::StringBuffer buffer;
+    JsonWriter w(buffer);
+    w.StartArray();
+    for (const EntityChange& change : changes) {
+      w.StartObject();
+      w.Key("type");
+      WriteString(w, change.key.type);
+      w.Key("id");
+      WriteString(w, change.key.id);
+      for (const auto& side : {std::make_pair("before", change.before),
+                               std::make_pair("after", change.after)}) {
+        w.Key(side.first);
+        if (side.second != nullptr && side.second->has_value()) {
+          WriteEntityRow(w, **side.second);
+        } else {
+          w.Null();
+        }
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+    return Guard("journaling " + std::to_string(changes.size()) + " changes for apply", [&] {
+      Run("insert into " + schema_ + ".apply_journal (type, id, before, after)"
+          " select x.type, x.id, x.before, x.after from jsonb_to_recordset($1::jsonb)"
+          " as x(type text, id text, before jsonb, after jsonb)",
+          Text(buffer));
+    });
+  }
+
+  Status TakeJournal(size_t limit, std::vector<JournaledChange>* out) override {
+    out->clear();
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard("taking the apply journal", [&] {
+      rows = Run("with taken as (delete from " + schema_ + ".apply_journal where seq in"
+                 " (select seq from " + schema_ + ".apply_journal order by seq"
+                 " limit nullif($1::bigint, 0)) returning *)"
+                 " select type, id, before is not null, before->>'version',"
+                 " coalesce((before->>'deleted')::boolean, false), (before->'data')::text,"
+                 " after is not null, after->>'version',"
+                 " coalesce((after->>'deleted')::boolean, false), (after->'data')::text"
+                 " from taken order by seq",
+                 static_cast<int64_t>(limit));
+    }));
+    for (const auto& row : rows) {
+      JournaledChange change;
+      change.key = {row[0].c_str(), row[1].c_str()};
+      for (int side = 0; side < 2; ++side) {
+        const int at = 2 + side * 4;
+        if (!row[at].as<bool>()) continue;
+        EntityRecord record;
+        record.key = change.key;
+        record.version = ParseVersion(row[at + 1]);
+        record.deleted = row[at + 2].as<bool>();
+        JsonPtr data;
+        if (!row[at + 3].is_null() && std::string(row[at + 3].c_str()) != "null") {
+          DENORMD_RETURN_IF_ERROR(ParseData(row[at + 3], &data));
+        }
+        record.data = data;
+        (side == 0 ? change.before : change.after) = std::move(record);
+      }
+      out->push_back(std::move(change));
+    }
+    return Status::Ok();
+  }
+
+  Status ExecuteSql(const std::string& sql, std::vector<std::string>* rows) override {
+    return Guard("executing SQL", [&] {
+      ++round_trips_;
+      pqxx::result result = work_.exec(sql);
+      if (rows == nullptr) return;
+      for (const auto& row : result) {
+        std::string line;
+        for (pqxx::row::size_type i = 0; i < row.size(); ++i) {
+          if (i) line += '\t';
+          line += row[i].is_null() ? "" : row[i].c_str();
+        }
+        rows->push_back(line);
+      }
     });
   }
 
@@ -900,6 +1003,8 @@ class PostgresTransaction : public StoreTransaction,
   ConnectionState& state_;
   std::string schema_;
   const ChangeCapture& capture_;
+  const uint64_t epoch_;  // the configuration epoch this process runs; 0 = unchecked
+  bool journal_ = false;  // an apply is building: journal the source changes
   std::string change_source_;
   LockRowProvisioner provision_;
   uint64_t round_trips_ = 0;
@@ -920,10 +1025,10 @@ const std::string& PreparedStatements::Name(const std::string& sql) {
 
 Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
                                 const std::string& schema, const ChangeCapture& capture,
-                                LockRowProvisioner provision,
+                                uint64_t epoch, LockRowProvisioner provision,
                                 std::unique_ptr<StoreTransaction>* out) {
   return Guard("starting a transaction", [&] {
-    *out = std::make_unique<PostgresTransaction>(connection, state, schema, capture,
+    *out = std::make_unique<PostgresTransaction>(connection, state, schema, capture, epoch,
                                                  std::move(provision));
   });
 }

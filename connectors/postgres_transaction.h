@@ -61,10 +61,11 @@ struct ChangeCapture {
 };
 
 // Starts a transaction on `connection` in `schema`; the connection, its
-// state and `capture` must outlive it.
+// state and `capture` must outlive it. Its LockWriters fails with
+// StaleConfig unless the store's configuration epoch is `epoch` (0: any).
 Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
                                 const std::string& schema, const ChangeCapture& capture,
-                                LockRowProvisioner provision,
+                                uint64_t epoch, LockRowProvisioner provision,
                                 std::unique_ptr<StoreTransaction>* out);
 
 }  // namespace denormd

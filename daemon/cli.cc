@@ -16,6 +16,7 @@
 #include "connectors/kafka_publisher.h"
 #include "connectors/kafka_source.h"
 #include "connectors/postgres_store.h"
+#include "daemon/apply.h"
 #include "daemon/engine.h"
 #include "daemon/reload.h"
 #include "daemon/replay.h"
@@ -43,6 +44,15 @@ Commands:
   status                   stream positions, Kafka lag, documents per collection,
                            dead letters
   check                    validate the config; list every error with its place
+  plan                     what `apply` of this config would change in the store: the
+                           projections, collections and index relations added, removed
+                           or changed, and the documents written, deleted, unchanged
+                           (built from the stored source); exit 0 nothing would change,
+                           3 something would
+  apply                    make this config's projections the ones the store runs,
+                           online: builds what changed beside the old tables while the
+                           daemons go on, catches up, then switches in one transaction;
+                           running `run` instances load the new projections themselves
   prune                    remove what retention (in the config) no longer keeps:
                            tombstones past the horizon, old dead letters, unused lock
                            rows and zero counters; safe while instances run
@@ -64,6 +74,9 @@ Options:
   --metrics-address ADDR   run: address to listen on (default 127.0.0.1)
   --no-relay               run: leave the change feed to `denormd relay` processes
   --topic TOPIC            publish: the topic (default: the first of source.kafka.topics)
+  --json                   plan, apply: the report as one JSON object on stdout
+  --sample F               plan: build only this fraction of the documents (0 < F <= 1)
+                           and extrapolate the counts and the time (default 1: exact)
   --expect FILE            test: compare with FILE ({"collections": {NAME: {ID: DOC}},
                            "dead": N, "stale": N}); list each difference; exit 1 if any
   --update                 test: write the --expect FILE from the result instead
@@ -94,12 +107,13 @@ the config again and applies batch.*, retention.* and log.* between batches; any
 other change is refused with a config_reload_refused log line, the old config kept.
 
 Exit status: 0 success; 1 failure, or differences found by verify or test; 2 bad usage
-or config.
+or config; 3 plan: applying the config would change the store.
 
 Examples:
   denormd check -c library.yaml
   denormd replay -c library.yaml events.jsonl
   denormd verify -c library.yaml books authors
+  denormd plan -c library-v2.yaml && denormd apply -c library-v2.yaml
   denormd test -c library.yaml events.jsonl --expect expected.json --batch 1,7,5000
   DENORMD_POSTGRES=postgresql://127.0.0.1:5432/denorm denormd run -c library.yaml --metrics-port 9464
 )";
@@ -113,6 +127,8 @@ struct Arguments {
   std::string metrics_address = "127.0.0.1";
   std::string topic;
   bool no_relay = false;
+  bool json = false;     // plan, apply
+  double sample = 1.0;   // plan
   // test
   std::optional<std::string> expect;
   bool update = false;
@@ -181,6 +197,14 @@ Status ParseArguments(const std::vector<std::string>& args, Arguments* out) {
       out->topic = v;
     } else if (arg == "--no-relay") {
       out->no_relay = true;
+    } else if (arg == "--json") {
+      out->json = true;
+    } else if (is("--sample")) {
+      char* end = nullptr;
+      if (!value(&v) || v.empty() || (out->sample = std::strtod(v.c_str(), &end), *end != '\0') ||
+          !(out->sample > 0 && out->sample <= 1)) {
+        return Status::InvalidInput("--sample needs a fraction above 0 and at most 1, e.g. 0.05");
+      }
     } else if (is("--log-format")) {
       LogFormat format;
       if (!value(&v) || !ParseLogFormat(v, &format)) {
@@ -314,7 +338,7 @@ int OpenEngine(const Arguments& args, std::unique_ptr<Engine>* out,
   *out = std::make_unique<Engine>(std::move(*config), connection);
   Status status = (*out)->store.Open(allow_stale_index);
   if (!status.ok()) {
-    if (status.IsInvalidInput()) {
+    if (status.IsInvalidInput() || status.IsStaleConfig()) {
       std::cerr << "denormd " << args.command << ": " << status.message() << "\n";
       return kExitUsage;
     }
@@ -423,6 +447,9 @@ int RebuildOrVerify(const Arguments& args, bool verify) {
   if (status.ok()) status = engine->store.MarkIndexCurrent();
   BatchStats stats;
   if (status.ok()) status = Rebuild(engine->plan, &engine->store, options, &stats);
+  // The store now runs this file's projections (running instances of
+  // another model see the epoch move and load these).
+  if (status.ok() && args.rest.empty()) status = engine->store.RecordModel();
   if (progress) std::fprintf(stderr, "\n");
   if (!status.ok()) {
     std::cerr << "denormd rebuild: " << status.message() << "\n";
@@ -453,7 +480,20 @@ int StatusCommand(const Arguments& args) {
     Status lag = QueryKafkaEndOffsets(config, &end_offsets);
     if (!lag.ok()) lag_error = lag.message();
   }
-  std::cout << "schema " << config.store.schema << "\n\nstreams:\n";
+  const StoredModel& model = engine->store.stored_model();
+  std::cout << "schema " << config.store.schema << "\n\nprojections: epoch " << model.epoch
+            << " (fingerprint " << model.fingerprint << ")"
+            << (model.fingerprint == ModelFingerprint(config)
+                    ? ""
+                    : "; " + args.config_path + " differs: `denormd plan -c " + args.config_path +
+                          "` shows how")
+            << "\n";
+  if (!model.applying.empty()) {
+    std::cout << "  an apply is building or was interrupted (" << model.applying
+              << "); batches journal their changes for it until it finishes; if it is not "
+                 "running, `denormd apply` again removes what it left\n";
+  }
+  std::cout << "\nstreams:\n";
   if (summary.positions.empty()) std::cout << "  (none yet)\n";
   for (const StoredPosition& p : summary.positions) {
     std::cout << "  " << p.at.source << " partition " << p.at.partition << ": position "
@@ -602,6 +642,34 @@ int Test(const Arguments& args) {
   return RunTestCommand(*config, options, std::cout, std::cerr);
 }
 
+// `plan` and `apply`.
+int PlanOrApply(const Arguments& args, bool plan) {
+  std::optional<Config> config = LoadConfigOrReport(args);
+  if (!config) return kExitUsage;
+  ReconfigureOptions options;
+  options.postgres = args.postgres ? *args.postgres : PostgresConnectionString(*config);
+  options.plan_only = plan;
+  options.sample = args.sample;
+  if (!args.quiet) {
+    options.progress = [&args](const std::string& line) {
+      Log(LogLevel::kInfo, args.command == "plan" ? "plan" : "apply", {{"step", line}});
+    };
+  }
+  ReconfigureReport report;
+  Status status = Reconfigure(*config, options, &report);
+  if (!status.ok()) {
+    std::cerr << "denormd " << args.command << ": " << status.message() << "\n";
+    if (!plan) {
+      std::cerr << "  (the store still runs its projections of epoch " << report.from_epoch
+                << "; `denormd apply` again starts over)\n";
+    }
+    return status.IsInvalidInput() ? kExitUsage : kExitFailure;
+  }
+  std::cout << (args.json ? ReportJson(report, plan) : FormatReport(report, plan, args.config_path));
+  if (plan && (report.changes() || !report.had_model)) return kExitChanges;
+  return kExitOk;
+}
+
 int Run(const Arguments& args) {
   std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
@@ -644,11 +712,12 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (args.log_format) SetLogFormat(*args.log_format);
   const std::string& c = args.command;
   bool known = c == "run" || c == "replay" || c == "rebuild" || c == "verify" || c == "status" ||
-               c == "check" || c == "publish" || c == "test" || c == "prune" || c == "relay";
+               c == "check" || c == "publish" || c == "test" || c == "prune" || c == "relay" ||
+               c == "plan" || c == "apply";
   if (!known) {
     std::cerr << "denormd: " << (c.empty() ? "no command given" : "unknown command \"" + c + "\"")
-              << " (expected run, relay, replay, rebuild, verify, status, check, prune, publish "
-                 "or test; see --help)\n";
+              << " (expected run, relay, replay, rebuild, verify, status, check, plan, apply, "
+                 "prune, publish or test; see --help)\n";
     return kExitUsage;
   }
   if (c != "test" && (args.expect || args.update || args.dump || !args.batch_sizes.empty())) {
@@ -660,7 +729,9 @@ int RunCommandLine(const std::vector<std::string>& argv) {
     std::cerr << "denormd " << c << ": -c CONFIG is required (see --help)\n";
     return kExitUsage;
   }
-  if ((c == "run" || c == "relay" || c == "status" || c == "check" || c == "prune") && !args.rest.empty()) {
+  if ((c == "run" || c == "relay" || c == "status" || c == "check" || c == "prune" ||
+       c == "plan" || c == "apply") &&
+      !args.rest.empty()) {
     std::cerr << "denormd " << c << ": unexpected argument \"" << args.rest[0] << "\"\n";
     return kExitUsage;
   }
@@ -673,6 +744,8 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (c == "relay") return Relay(args);
   if (c == "prune") return PruneCommand(args);
   if (c == "test") return Test(args);
+  if (c == "plan") return PlanOrApply(args, /*plan=*/true);
+  if (c == "apply") return PlanOrApply(args, /*plan=*/false);
   return Run(args);
 }
 

@@ -11,6 +11,7 @@ namespace denormd {
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;      // a command failed, or verify found differences
 constexpr int kExitUsage = 2;        // bad arguments or a bad config
+constexpr int kExitChanges = 3;      // plan: applying the config would change the store
 
 // Runs `denormd ARGS...` (args excludes the program name). Writes results to
 // stdout and diagnostics to stderr; returns the exit code.

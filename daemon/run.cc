@@ -23,6 +23,7 @@
 #include "daemon/relay.h"
 #include "daemon/reload.h"
 #include "daemon/service_notifier.h"
+#include "projections/derivations/registry.h"
 
 namespace denormd {
 
@@ -162,7 +163,9 @@ Status OpenStoreWaiting(const std::function<Status()>& open, Health& health, Met
                         ServiceNotifier& notifier) {
   for (int attempt = 1; !g_stop.load(); ++attempt) {
     Status status = open();
-    if (status.IsInvalidInput()) return status;  // waiting will not help
+    // Waiting will not help: a config the store cannot run, or one it no
+    // longer runs (the caller loads the store's).
+    if (status.IsInvalidInput() || status.IsStaleConfig()) return status;
     if (status.ok()) {
       health.Set(true, "ok");
       metrics.SetStoreHealthy(true);
@@ -210,6 +213,16 @@ class Daemon {
     // start-up is waited out like one at run time.
     Status opened = OpenStoreWaiting([this] { return engine_.store.Open(); }, health_, metrics_,
                                      *notifier_);
+    if (opened.IsStaleConfig()) {
+      // The file's projections are not the ones the store runs (apply
+      // changed them, or the file was edited without apply): run the
+      // store's.
+      Log(LogLevel::kWarn, "config_differs_from_store",
+          {{"file", engine_.config.path}, {"error", opened.message()},
+           {"running", "the store's projections"}});
+      reconfigure_ = true;
+      return Shutdown(kExitOk);
+    }
     if (!opened.ok()) return Shutdown(StartFailed(*notifier_, opened, kExitUsage));
     if (g_stop.load()) return Shutdown(kExitOk);
     if (engine_.config.feed && options_.relay) {
@@ -272,6 +285,14 @@ class Daemon {
     watcher.join();
     loop_ = nullptr;
     if (status.ok()) return kExitOk;
+    if (status.IsStaleConfig()) {
+      // Fenced: `denormd apply` switched the store's projections. Nothing of
+      // the batch in hand was applied; the next pipeline starts from the
+      // committed positions with the store's new projections.
+      Log(LogLevel::kInfo, "config_epoch_changed", {{"detail", status.message()}});
+      reconfigure_ = true;
+      return kExitOk;
+    }
     Log(LogLevel::kError, "batch_failed", {{"error", status.message()}});
     return kExitFailure;
   }
@@ -401,6 +422,11 @@ class Daemon {
            {"kept", "the running configuration"}});
       return "reload refused: invalid configuration";
     }
+    // The projections are the store's (denormd apply changes them, not the
+    // file): only the rest of the file is compared.
+    fresh->entities = running_.entities;
+    fresh->projections = running_.projections;
+    fresh->model_yaml = running_.model_yaml;
     const ReloadDecision decision = DecideReload(running_, *fresh);
     if (!decision.accepted()) {
       Log(LogLevel::kError, "config_reload_refused",
@@ -455,17 +481,24 @@ class Daemon {
   }
 
   int Shutdown(int code) {
-    NoteStopping();
+    if (!reconfigure_) NoteStopping();
     if (relay_) relay_->Stop();
     source_.Close();
     http_.Stop();
-    Log(LogLevel::kInfo, "daemon_stopped",
+    Log(LogLevel::kInfo, reconfigure_ ? "pipeline_restarting" : "daemon_stopped",
         {{"exit_code", code}, {"signal", g_signal.load()}, {"peak_rss_kib", PeakRssKib()}});
     return code;
   }
 
+ public:
+  // Run() ended because the store runs other projections: start again with
+  // the store's (RunDaemon does).
+  bool reconfigure() const { return reconfigure_; }
+
+ private:
   const RunOptions& options_;
   const std::unique_ptr<ServiceNotifier> notifier_;
+  bool reconfigure_ = false;
   Engine engine_;
   // The settings in effect: engine_.config's, with the batch and log
   // sections of the last accepted reload.
@@ -541,13 +574,48 @@ class RelayDaemon {
   MetricsHttpServer http_;
 };
 
+// The store's model applied to `config` (its other settings kept).
+Status LoadStoreModel(const RunOptions& options, Config* config) {
+  StoredModel model;
+  {
+    PostgresStore probe(*config, options.postgres);
+    DENORMD_RETURN_IF_ERROR(probe.ReadModel(&model));
+  }
+  std::vector<ConfigError> errors;
+  std::optional<Config> next =
+      WithModel(*config, model.yaml,
+                "the store's projections (epoch " + std::to_string(model.epoch) + ")", &errors);
+  if (!next) {
+    std::string text;
+    for (const ConfigError& error : errors) text += "; " + error.ToString("");
+    return Status::InvalidInput("the store's projections (epoch " + std::to_string(model.epoch) +
+                                ") do not fit this file's other settings" + text);
+  }
+  Log(LogLevel::kInfo, "config_loaded_from_store",
+      {{"epoch", model.epoch}, {"fingerprint", model.fingerprint},
+       {"projections", next->projections.size()}});
+  *config = std::move(*next);
+  return Status::Ok();
+}
+
 }  // namespace
 
 int RunDaemon(Config config, const RunOptions& options) {
   g_stop.store(false);
   g_reload.store(false);
-  Daemon daemon(std::move(config), options);
-  return daemon.Run();
+  // A new pipeline per model: `apply` fences the old one (StaleConfig).
+  while (true) {
+    {
+      Daemon daemon(config, options);
+      const int code = daemon.Run();
+      if (!daemon.reconfigure() || g_stop.load()) return code;
+    }
+    Status status = LoadStoreModel(options, &config);
+    if (!status.ok()) {
+      Log(LogLevel::kError, "config_load_failed", {{"error", status.message()}});
+      return status.IsInvalidInput() ? kExitUsage : kExitFailure;
+    }
+  }
 }
 
 int RunRelay(Config config, const RunOptions& options) {

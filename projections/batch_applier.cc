@@ -186,6 +186,7 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction& txn, const EventBatch&
   ApplyEvents(batch, &states, &streams, &refused, stats);
   std::vector<EntityChange> changes;
   DENORMD_RETURN_IF_ERROR(WriteSource(txn, states, &changes, stats));
+  if (!changes.empty()) DENORMD_RETURN_IF_ERROR(txn.source().Journal(changes));
   AffectedUnits affected;
   DENORMD_RETURN_IF_ERROR(CollectAffected(txn, changes, &affected));
   DENORMD_RETURN_IF_ERROR(LockAffected(txn, affected, exclusive));
@@ -315,6 +316,16 @@ Status BatchApplier::CollectAffected(StoreTransaction& txn,
     }
   }
   return Status::Ok();
+}
+
+Status BatchApplier::Refresh(StoreTransaction& txn, const std::vector<EntityChange>& changes,
+                             BatchStats* stats) const {
+  AffectedUnits affected;
+  DENORMD_RETURN_IF_ERROR(CollectAffected(txn, changes, &affected));
+  // Bucket groups are rendered whole: the changes may repeat an entity
+  // (several batches), and the tables may already hold some of them.
+  affected.group_changes.clear();
+  return Recompute(txn, affected, stats);
 }
 
 Status BatchApplier::LockAffected(StoreTransaction& txn, const AffectedUnits& affected,

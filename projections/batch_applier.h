@@ -48,6 +48,13 @@ class BatchApplier {
   // stream (re-read the positions).
   Status Apply(Store* store, const EventBatch& batch, BatchStats* stats) const;
 
+  // Recomputes, in `txn`, every unit that `changes` (source changes another
+  // transaction already wrote) affect, without locks or positions: how
+  // `denormd apply` brings the tables it builds up to date with the batches
+  // that ran meanwhile (the caller makes sure nothing else writes them).
+  Status Refresh(StoreTransaction& txn, const std::vector<EntityChange>& changes,
+                 BatchStats* stats) const;
+
   const ProjectionPlan& plan() const { return plan_; }
 
  private:

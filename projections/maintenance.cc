@@ -100,10 +100,32 @@ Status SelectProjections(const Config& config, const std::vector<std::string>& n
 
 }  // namespace
 
-Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
-               uint64_t* entities) {
-  for (const std::string& type : plan.config().entities) {
-    if (plan.ForType(type).relations.empty()) continue;
+Status RewriteIndexRows(StoreTransaction& txn, const std::vector<EntityKey>& keys,
+                        const IndexRowsOf& rows_of, uint64_t* entities) {
+  if (keys.empty()) return Status::Ok();
+  std::vector<std::string> locks;
+  for (const EntityKey& key : keys) locks.push_back(EntityLockKey(key.type, key.id));
+  DENORMD_RETURN_IF_ERROR(txn.locks().LockKeys(locks, WriteLocks::Mode::kWait));
+  std::vector<EntityRecord> records;
+  DENORMD_RETURN_IF_ERROR(txn.source().LoadEntities(keys, &records));
+  std::vector<EntityWrite> writes;
+  for (EntityRecord& record : records) {
+    EntityWrite write;
+    write.added = rows_of(record);
+    write.record = std::move(record);
+    write.replace_all = true;
+    writes.push_back(std::move(write));
+  }
+  if (writes.empty()) return Status::Ok();
+  DENORMD_RETURN_IF_ERROR(txn.source().WriteEntities(writes));
+  *entities += writes.size();
+  return Status::Ok();
+}
+
+Status ReindexTypes(Store* store, const std::vector<std::string>& types,
+                    const IndexRowsOf& rows_of, const MaintenanceOptions& options,
+                    uint64_t* entities) {
+  for (const std::string& type : types) {
     std::string after;
     while (true) {
       std::unique_ptr<StoreTransaction> txn;
@@ -113,29 +135,25 @@ Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOption
       if (ids.empty()) break;
       after = ids.back();
       std::vector<EntityKey> keys;
-      std::vector<std::string> locks;
-      for (const std::string& id : ids) {
-        keys.push_back({type, id});
-        locks.push_back(EntityLockKey(type, id));
-      }
+      for (const std::string& id : ids) keys.push_back({type, id});
       DENORMD_RETURN_IF_ERROR(txn->locks().LockWriters(/*exclusive=*/false));
-      DENORMD_RETURN_IF_ERROR(txn->locks().LockKeys(locks, WriteLocks::Mode::kWait));
-      std::vector<EntityRecord> records;
-      DENORMD_RETURN_IF_ERROR(txn->source().LoadEntities(keys, &records));
-      std::vector<EntityWrite> writes;
-      for (EntityRecord& record : records) {
-        EntityWrite write;
-        write.added = plan.ReferenceRowsOf(record);
-        write.record = std::move(record);
-        write.replace_all = true;
-        writes.push_back(std::move(write));
-      }
-      DENORMD_RETURN_IF_ERROR(txn->source().WriteEntities(writes));
+      DENORMD_RETURN_IF_ERROR(RewriteIndexRows(*txn, keys, rows_of, entities));
       DENORMD_RETURN_IF_ERROR(txn->Commit());
-      *entities += writes.size();
       if (options.on_page) options.on_page("index: " + type, *entities);
     }
   }
+  return Status::Ok();
+}
+
+Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
+               uint64_t* entities) {
+  std::vector<std::string> types;
+  for (const std::string& type : plan.config().entities) {
+    if (!plan.ForType(type).relations.empty()) types.push_back(type);
+  }
+  DENORMD_RETURN_IF_ERROR(ReindexTypes(
+      store, types, [&plan](const EntityRecord& record) { return plan.ReferenceRowsOf(record); },
+      options, entities));
   // Counters that drifted from their rows are set from the rows.
   std::unique_ptr<StoreTransaction> txn;
   DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
@@ -154,13 +172,22 @@ Status Rebuild(const ProjectionPlan& plan, Store* store, const MaintenanceOption
     DENORMD_RETURN_IF_ERROR(ForEachUnitPage(
         projection, store, options.page_size,
         [&](StoreTransaction& txn, const std::set<std::string>& units) {
+          std::set<std::string> sampled;
+          const std::set<std::string>* chosen = &units;
+          if (options.unit_filter) {
+            for (const std::string& unit : units) {
+              if (options.unit_filter(unit)) sampled.insert(unit);
+            }
+            chosen = &sampled;
+          }
+          done += units.size();
+          if (chosen->empty()) return Status::Ok();
           std::vector<std::string> locks;
-          for (const std::string& unit : units) locks.push_back(projection.LockKey(unit));
+          for (const std::string& unit : *chosen) locks.push_back(projection.LockKey(unit));
           txn.SetChangeSource("rebuild");
           DENORMD_RETURN_IF_ERROR(txn.locks().LockWriters(/*exclusive=*/false));
           DENORMD_RETURN_IF_ERROR(txn.locks().LockKeys(locks, WriteLocks::Mode::kWait));
-          DENORMD_RETURN_IF_ERROR(projection.Recompute(txn, units, nullptr, stats));
-          done += units.size();
+          DENORMD_RETURN_IF_ERROR(projection.Recompute(txn, *chosen, nullptr, stats));
           if (options.on_page) options.on_page(projection.config().name, done);
           return Status::Ok();
         }));

@@ -23,7 +23,25 @@ struct MaintenanceOptions {
   size_t page_size = 1000;
   // Called after each page with the projection name and units done so far.
   std::function<void(const std::string& projection, uint64_t units)> on_page;
+  // Rebuild: when set, only the units it accepts are recomputed (a sample;
+  // the others are left as they are).
+  std::function<bool(const std::string& unit)> unit_filter;
 };
+
+// The index rows an entity should have.
+using IndexRowsOf = std::function<std::vector<ReferenceRow>(const EntityRecord&)>;
+
+// In `txn`: locks these entities (waiting), loads those that exist and
+// replaces all their index rows with `rows_of` theirs; adds how many to
+// *entities.
+Status RewriteIndexRows(StoreTransaction& txn, const std::vector<EntityKey>& keys,
+                        const IndexRowsOf& rows_of, uint64_t* entities);
+
+// RewriteIndexRows for every live entity of `types`, in pages of
+// `page_size`, each its own transaction (a writer, like a batch).
+Status ReindexTypes(Store* store, const std::vector<std::string>& types,
+                    const IndexRowsOf& rows_of, const MaintenanceOptions& options,
+                    uint64_t* entities);
 
 // Rewrites the reference index rows (and child counts) of every live entity
 // from the config's relations: needed when the config's projections changed

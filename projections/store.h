@@ -71,6 +71,24 @@ class SourceRows {
   // Live entity ids of `type` greater than `after`, ascending, at most `limit`.
   virtual Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
                                std::vector<std::string>* out) = 0;
+
+  // The change journal, kept only while `denormd apply` builds a new
+  // configuration beside the running one (daemon/apply.h): every batch
+  // records the source changes it writes (before and after), and the apply
+  // takes them to bring what it builds up to date. Stores without `apply`
+  // keep no journal: Journal is a no-op and TakeJournal finds nothing.
+  struct JournaledChange {
+    EntityKey key;
+    EntityState before;
+    EntityState after;
+  };
+  virtual Status Journal(const std::vector<EntityChange>& /*changes*/) { return Status::Ok(); }
+  // Removes and returns up to `limit` journaled changes (0: all), in the
+  // order they were recorded. They come back if this transaction rolls back.
+  virtual Status TakeJournal(size_t /*limit*/, std::vector<JournaledChange>* out) {
+    out->clear();
+    return Status::Ok();
+  }
 };
 
 // ---------------------------------------------------------------------------
@@ -276,6 +294,12 @@ class StoreTransaction {
   // Round trips to the store server so far (statements, commit), for the
   // cost figures; 0 for an in-process store.
   virtual uint64_t round_trips() const { return 0; }
+  // Runs one SQL statement in this transaction and returns its rows as text,
+  // tab-separated (maintenance commands on PostgreSQL: `denormd apply`
+  // swaps tables with it). Stores without SQL refuse (Fatal).
+  virtual Status ExecuteSql(const std::string& /*sql*/, std::vector<std::string>* /*rows*/) {
+    return Status::Fatal("this store does not run SQL");
+  }
 };
 
 class Store {

@@ -45,4 +45,9 @@ std::optional<Config> ParseConfig(const std::string& yaml_text, const std::strin
   return ParseConfig(yaml_text, file, BuiltinDerivations(), errors);
 }
 
+std::optional<Config> WithModel(const Config& base, const std::string& model_yaml,
+                                const std::string& origin, std::vector<ConfigError>* errors) {
+  return WithModel(base, model_yaml, origin, BuiltinDerivations(), errors);
+}
+
 }  // namespace denormd

@@ -28,10 +28,13 @@ std::unique_ptr<Derivation> ScalarField(const Expression& expression);
 // build DerivationSpec::Normalized().
 std::string JoinWords(std::initializer_list<std::string> words);
 
-// LoadConfig / ParseConfig (config/config.h) with the built-in kinds.
+// LoadConfig / ParseConfig / WithModel (config/config.h) with the built-in
+// kinds.
 std::optional<Config> LoadConfig(const std::string& file, std::vector<ConfigError>* errors);
 std::optional<Config> ParseConfig(const std::string& yaml_text, const std::string& file,
                                   std::vector<ConfigError>* errors);
+std::optional<Config> WithModel(const Config& base, const std::string& model_yaml,
+                                const std::string& origin, std::vector<ConfigError>* errors);
 
 }  // namespace denormd
 
