@@ -54,11 +54,12 @@ const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select", "
 // keeps the two in step), and the change feed's outbox and feed_state.
 const KeyList kReservedTables = {"entities", "refs",  "refs_by_entity", "ref_counts", "positions",
                                  "locks",    "writers", "meta",         "dead_letters", "outbox",
-                                 "feed_state"};
-// The longest suffix of the indexes made for a collection ("_by_number"):
-// PostgreSQL truncates names past 63 bytes, so a collection name is at most
-// 63 - 10 bytes.
-constexpr size_t kLongestIndexSuffix = 10;
+                                 "feed_state", "apply_journal"};
+// The longest suffix of the names made for a collection: its indexes
+// ("_by_number") on the table `denormd apply` builds beside it
+// ("<collection>__next_by_number"). PostgreSQL truncates names past 63
+// bytes, so a collection name is at most 63 - 16 bytes.
+constexpr size_t kLongestIndexSuffix = 16;
 
 bool Contains(const KeyList& list, const std::string& s) {
   return std::find(list.begin(), list.end(), s) != list.end();
@@ -574,7 +575,18 @@ bool ConfigParser::ReadSqlName(const Item& item, const std::string& what, const 
     Error(item, what + " " + Quote(name) + " is " + std::to_string(name.size()) +
                     " characters long; a collection name is at most " +
                     std::to_string(63 - kLongestIndexSuffix) +
-                    " (PostgreSQL would truncate the names of its indexes)");
+                    " (PostgreSQL would truncate the names of its indexes and of the table "
+                    "`denormd apply` builds beside it)");
+    return false;
+  }
+  const auto ends_with = [&name](const std::string& suffix) {
+    return name.size() > suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (check_reserved && (ends_with("__next") || ends_with("__plan"))) {
+    Error(item, what + " " + Quote(name) +
+                    ": names ending in __next or __plan are the tables `denormd apply` and "
+                    "`denormd plan` build beside a collection");
     return false;
   }
   if (check_reserved && Contains(kReservedTables, name)) {

@@ -114,7 +114,7 @@ class Reconfiguration {
     DENORMD_RETURN_IF_ERROR(CheckNames());
     if (!options_.plan_only) {
       DENORMD_RETURN_IF_ERROR(MarkApplying());
-      CrashPoint("apply_marked");
+      Step("apply_marked");
     }
     Status status = Build();
     if (options_.plan_only) {
@@ -123,13 +123,18 @@ class Reconfiguration {
       return status.ok() ? cleaned : status;
     }
     DENORMD_RETURN_IF_ERROR(status);
-    CrashPoint("apply_built");
+    Step("apply_built");
     DENORMD_RETURN_IF_ERROR(CatchUp());
     DENORMD_RETURN_IF_ERROR(Switch());
     return DropOldRelations();
   }
 
  private:
+  void Step(const char* name) {
+    if (options_.at_step) options_.at_step(name);
+    CrashPoint(name);
+  }
+
   void Progress(const std::string& line) {
     if (options_.progress) options_.progress(line);
   }
@@ -320,7 +325,7 @@ class Reconfiguration {
                        &report_->entities_reindexed));
     }
     report_->index_seconds = Since(start);
-    CrashPoint("apply_indexed");
+    Step("apply_indexed");
 
     start = std::chrono::steady_clock::now();
     options.on_page = [this](const std::string& projection, uint64_t units) {
@@ -392,7 +397,7 @@ class Reconfiguration {
       DENORMD_RETURN_IF_ERROR(txn->source().TakeJournal(0, &taken));
       DENORMD_RETURN_IF_ERROR(ApplyJournal(*txn, taken));
       DENORMD_RETURN_IF_ERROR(txn->Commit());
-      CrashPoint("apply_caught_up");
+      Step("apply_caught_up");
       Progress("catch-up round " + std::to_string(round) + ": " + FormatNumber(taken.size()) +
                " changes");
       if (taken.size() < kSwitchBelowChanges) return Status::Ok();
@@ -521,7 +526,7 @@ class Reconfiguration {
            " on conflict (key) do update set value = excluded.value;"
            " delete from " + schema_ + ".meta where key = 'applying';";
     DENORMD_RETURN_IF_ERROR(txn->ExecuteSql(sql, nullptr));
-    CrashPoint("apply_switching");
+    Step("apply_switching");
     DENORMD_RETURN_IF_ERROR(txn->Commit());
     report_->switch_ms = Since(start) * 1000;
     report_->to_epoch = epoch;

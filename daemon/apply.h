@@ -48,6 +48,10 @@ struct ReconfigureOptions {
   double sample = 1.0;       // plan: the fraction of units built (0 < sample <= 1)
   // Progress lines ("building collection books: 2,000 documents").
   std::function<void(const std::string&)> progress;
+  // Called at each named step, where a crash point sits too (tests: run
+  // batches between the build and the catch-up): "apply_marked",
+  // "apply_indexed", "apply_built", "apply_caught_up", "apply_switching".
+  std::function<void(const char* step)> at_step;
 };
 
 // What applying the new model does (or would do) to one collection: its

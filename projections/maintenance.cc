@@ -223,7 +223,13 @@ Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, const 
   DENORMD_RETURN_IF_ERROR(txn.index().RowsOf(keys, &stored));
   using Row = std::tuple<std::string, std::string, std::string, std::string>;  // id, relation, target, sort
   std::set<Row> have, want;
+  // Rows of relations this config does not keep are not its concern: a
+  // running `denormd apply` builds the next config's (and removes them if
+  // it dies; the apply after it too).
+  std::set<std::string> kept;
+  for (const Relation* relation : plan.ForType(type).relations) kept.insert(relation->name());
   for (const ReferenceIndex::StoredRow& row : stored) {
+    if (!kept.count(row.relation)) continue;
     have.insert({row.entity.id, row.relation, row.target, row.sort});
   }
   for (const EntityRecord& record : records) {

@@ -624,7 +624,7 @@ TEST(ConfigErrorTest, CollectionAndSchemaMustBeSqlIdentifiers) {
   ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    collection: " +
                       std::string(64, 'a') + "\n",
                   bad_identifier, 6, "projections.p.collection");
-  MustParse(std::string(kHead) + "  p:\n    from: book\n    collection: " + std::string(53, 'a') +
+  MustParse(std::string(kHead) + "  p:\n    from: book\n    collection: " + std::string(47, 'a') +
             "\n");
   ExpectOnlyError(std::string(kHead) + "  Books:\n    from: book\n",
                   "collection (the projection's name) \"Books\" " + bad_identifier, 4,
@@ -635,7 +635,8 @@ TEST(ConfigErrorTest, CollectionAndSchemaMustBeSqlIdentifiers) {
 
 TEST(ConfigErrorTest, CollectionMustNotClashWithInternalTables) {
   for (const std::string name : {"entities", "refs", "refs_by_entity", "ref_counts", "positions",
-                                 "dead_letters", "locks", "writers", "meta", "outbox"}) {
+                                 "dead_letters", "locks", "writers", "meta", "outbox",
+                                 "apply_journal"}) {
     ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    collection: " + name + "\n",
                     "clashes with a table denormd keeps itself", 6, "projections.p.collection");
   }
@@ -643,11 +644,19 @@ TEST(ConfigErrorTest, CollectionMustNotClashWithInternalTables) {
                   "clashes with a table denormd keeps itself", 4, "projections.refs");
 }
 
+TEST(ConfigErrorTest, CollectionNamesOfApplysTablesAreRefused) {
+  for (const std::string name : {"books__next", "books__plan"}) {
+    ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    collection: " + name + "\n",
+                    "names ending in __next or __plan", 6, "projections.p.collection");
+  }
+  MustParse(std::string(kHead) + "  p:\n    from: book\n    collection: books_next\n");
+}
+
 TEST(ConfigErrorTest, CollectionNamesFitTheirIndexNames) {
-  const std::string longest(53, 'c');
+  const std::string longest(47, 'c');
   MustParse(std::string(kHead) + "  p:\n    from: book\n    collection: " + longest + "\n");
   ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    collection: " + longest + "x\n",
-                  "is 54 characters long; a collection name is at most 53", 6,
+                  "is 48 characters long; a collection name is at most 47", 6,
                   "projections.p.collection");
 }
 

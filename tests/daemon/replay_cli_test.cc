@@ -143,14 +143,18 @@ TEST(RebuildCli, ChangedRelationsAreRefusedUntilRebuildReindexes) {
   ASSERT_NE(std::string::npos, at);
   text.replace(at, std::string("order_by: -createdAt").size(), "order_by: createdAt");
   std::string changed = testing::WriteTempFile("changed.yaml", text);
+  // The store runs the first file's projections: the changed file is refused,
+  // naming plan and apply.
   EXPECT_EQ(2, RunDenormd({"replay", "-c", changed, SourcePath("tests/data/article/events.jsonl")},
                           &output));
-  EXPECT_NE(std::string::npos, output.find("run `denormd rebuild -c " + changed)) << output;
+  EXPECT_NE(std::string::npos, output.find("`denormd apply -c " + changed)) << output;
   EXPECT_EQ(2, RunDenormd({"verify", "-c", changed}, &output));
 
+  // Offline, rebuild reindexes and makes the file's projections the store's.
   ASSERT_EQ(0, RunDenormd({"rebuild", "-c", changed}, &output)) << output;
   EXPECT_NE(std::string::npos, output.find("entities reindexed")) << output;
   ASSERT_EQ(0, RunDenormd({"verify", "-c", changed}, &output)) << output;
+  EXPECT_EQ(2, RunDenormd({"verify", "-c", config_file}, &output)) << output;
   std::vector<std::string> oldest = Sql("select doc->'recentComments'->0->>'id' from " +
                                         config.store.schema + ".posts where id = 'p1'");
   EXPECT_EQ(std::vector<std::string>({"c0001"}), oldest);

@@ -1,0 +1,365 @@
+// `denormd plan` and `denormd apply` on PostgreSQL (daemon/apply.h): plan's
+// counts equal what apply writes; the result equals a fresh replay with the
+// new config; batches that run while apply builds are caught up; a batch of
+// the old config after the switch is fenced; a killed apply leaves the old
+// projections serving and the next apply finishes the change.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include "daemon/apply.h"
+#include "formats/decoder.h"
+#include "projections/derivations/registry.h"
+#include "projections/document_set.h"
+#include "projections/maintenance.h"
+#include "tests/test_support.h"
+
+namespace denormd {
+namespace {
+
+using testing::ReadFile;
+using testing::RunDenormd;
+using testing::SourcePath;
+using testing::Sql;
+
+// One change of the article config, made to its YAML text.
+struct ConfigChange {
+  const char* name;
+  std::function<void(std::string*)> edit;
+};
+
+void Replace(std::string* text, const std::string& from, const std::string& to) {
+  const size_t at = text->find(from);
+  ASSERT_NE(std::string::npos, at) << from;
+  text->replace(at, from.size(), to);
+}
+
+const std::vector<ConfigChange>& Changes() {
+  static const std::vector<ConfigChange> changes = {
+      {"AddFieldToEmbeddedSelect",
+       [](std::string* t) {
+         Replace(t, "select: [line1, line2, city, state, zip]",
+                 "select: [line1, line2, city, state, zip, country]");
+       }},
+      {"AddProjection",
+       [](std::string* t) {
+         Replace(t, "  stocks:\n    from: stock\n",
+                 "  stocks:\n    from: stock\n  book_titles:\n    from: book\n"
+                 "    include: [name]\n    fields:\n"
+                 "      publisher: {lookup: publisher, by: pubId, select: {name: name}}\n");
+       }},
+      {"ChangeViaRelation",
+       [](std::string* t) {
+         // The authors' books embedded through the same field, ordered by
+         // name: a new index relation (authorIds with a sort key).
+         Replace(t, "books: {ids: book, via: authorIds}",
+                 "books: {embed: book, via: authorIds, order_by: name, select: [id, name]}");
+       }},
+      {"RemoveProjection",
+       [](std::string* t) {
+         Replace(t, "  portfolios:                   # holdings stay references: a quote change "
+                    "touches one stock document\n    from: person\n"
+                    "    include: [firstName, lastName, holdings]\n",
+                 "");
+       }},
+      {"ChangeBucketSize", [](std::string* t) { Replace(t, "size: 100", "size: 7"); }},
+  };
+  return changes;
+}
+
+// The article config text on `schema`, with `edits` made.
+std::string ArticleText(const std::string& schema, const std::vector<const ConfigChange*>& edits) {
+  std::string text = ReadFile(SourcePath("tests/data/article/config.yaml"));
+  Replace(&text, "schema: article", "schema: " + schema);
+  for (const ConfigChange* change : edits) change->edit(&text);
+  return text;
+}
+
+Config Parse(const std::string& text) {
+  std::vector<ConfigError> errors;
+  std::optional<Config> config = ParseConfig(text, "test.yaml", &errors);
+  for (const ConfigError& error : errors) ADD_FAILURE() << error.ToString("test.yaml");
+  return config ? *config : Config();
+}
+
+// The documents of `config`'s schema, with its bucket shapes.
+DocumentSet Read(const Config& config) {
+  DocumentSet set = EmptyDocumentSet(config);
+  for (auto& collection : testing::ReadCollections(config)) {
+    set.collections[collection.first] = std::move(collection.second);
+  }
+  return set;
+}
+
+// What `denormd apply --json` / `plan --json` said of the documents.
+std::string DocumentsOf(const std::string& json_output) {
+  rapidjson::Document doc;
+  const size_t start = json_output.find('{');
+  if (start == std::string::npos) return "(no JSON in: " + json_output + ")";
+  doc.Parse(json_output.c_str() + start);
+  if (doc.HasParseError() || !doc.HasMember("documents")) return "(bad JSON: " + json_output + ")";
+  std::string out;
+  for (const auto& c : doc["documents"].GetObject()) {
+    out += std::string(c.name.GetString()) + ": written " +
+           std::to_string(c.value["written"].GetUint64()) + ", deleted " +
+           std::to_string(c.value["deleted"].GetUint64()) + ", unchanged " +
+           std::to_string(c.value["unchanged"].GetUint64()) + "\n";
+  }
+  return out;
+}
+
+// `denormd` with stdout only (progress goes to stderr).
+testing::CommandResult Denormd(const std::vector<std::string>& args) {
+  return testing::RunDenormdWith({{"DENORMD_POSTGRES", testing::TestPostgresUrl()}}, args);
+}
+
+// The documents of `config` after a fresh replay of `logs` into another
+// schema.
+DocumentSet FreshReplay(const std::string& text, const std::string& schema,
+                        const std::vector<std::string>& logs) {
+  std::string fresh = text;
+  const std::string fresh_schema = "fresh_" + std::to_string(std::hash<std::string>()(schema));
+  Replace(&fresh, "schema: " + schema, "schema: " + fresh_schema);
+  Sql("drop schema if exists " + fresh_schema + " cascade");
+  const std::string file = testing::WriteTempFile("fresh.yaml", fresh);
+  std::vector<std::string> args = {"replay", "-c", file};
+  args.insert(args.end(), logs.begin(), logs.end());
+  std::string output;
+  EXPECT_EQ(0, RunDenormd(args, &output)) << output;
+  return Read(Parse(fresh));
+}
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& line : lines) out += line + "\n";
+  return out;
+}
+
+class ApplyChange : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(ApplyChange, PlanCountsEqualWhatApplyWritesAndTheResultEqualsAFreshReplay) {
+  const ConfigChange& change = Changes()[GetParam()];
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  const std::string v2_text = ArticleText(schema, {&change});
+  const std::string v2 = testing::WriteTempFile("v2.yaml", v2_text);
+  const std::string log = SourcePath("tests/data/article/events-random.jsonl");
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, log}, &output)) << output;
+
+  testing::CommandResult plan = Denormd({"plan", "-c", v2, "--json"});
+  ASSERT_EQ(3, plan.code) << plan.out << plan.err;  // 3: something would change
+  testing::CommandResult applied = Denormd({"apply", "-c", v2, "--json"});
+  ASSERT_EQ(0, applied.code) << applied.out << applied.err;
+  EXPECT_EQ(DocumentsOf(plan.out), DocumentsOf(applied.out));
+  EXPECT_NE(std::string::npos, applied.out.find("\"to_epoch\":2")) << applied.out;
+  if (std::string(change.name) == "ChangeViaRelation") {
+    EXPECT_NE(std::string::npos, applied.out.find("\"relations_added\":[\"book ")) << applied.out;
+  }
+  if (std::string(change.name) == "RemoveProjection") {
+    EXPECT_EQ(std::vector<std::string>{""}, Sql("select coalesce(to_regclass('" + schema +
+                                                 ".portfolios')::text, '')"));
+  }
+
+  EXPECT_EQ(0, RunDenormd({"verify", "-c", v2}, &output)) << output;
+  const Config config = Parse(v2_text);
+  EXPECT_EQ("", Joined(DiffDocumentSets(Read(config), FreshReplay(v2_text, schema, {log}))));
+  // Nothing left beside the collections.
+  EXPECT_EQ(std::vector<std::string>{"0"},
+            Sql("select count(*) from pg_tables where schemaname = '" + schema +
+                "' and (tablename like '%\\_\\_next' or tablename like '%\\_\\_plan')"));
+
+  // Applying it again changes nothing; planning it says so (exit 0).
+  testing::CommandResult again = Denormd({"apply", "-c", v2});
+  EXPECT_EQ(0, again.code) << again.err;
+  EXPECT_NE(std::string::npos, again.out.find("nothing to change")) << again.out;
+  EXPECT_EQ(0, Denormd({"plan", "-c", v2}).code);
+  EXPECT_EQ(std::vector<std::string>{"2"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  // The old file is refused now, naming plan and apply.
+  EXPECT_EQ(2, RunDenormd({"replay", "-c", v1, log}, &output));
+  EXPECT_NE(std::string::npos, output.find("denormd apply -c " + v1)) << output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Changes, ApplyChange, ::testing::Range<size_t>(0, 5),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return std::string(Changes()[info.param].name);
+                         });
+
+// The events of a log file from line `from` (0-based) to `to` (exclusive),
+// as a file of their own.
+std::string LogSlice(const std::string& log, size_t from, size_t to, const std::string& name) {
+  const std::string text = ReadFile(log);
+  std::string out;
+  size_t line = 0;
+  for (size_t at = 0; at < text.size(); ++line) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    if (line >= from && line < to) out += text.substr(at, end - at) + "\n";
+    at = end + 1;
+  }
+  return testing::WriteTempFile(name, out);
+}
+
+// Batches of the old config run while apply builds: between the build and
+// the catch-up, and between the catch-up and the switch. Their changes reach
+// the new tables through the journal; a store opened with the old config
+// before the switch is fenced after it and writes nothing.
+TEST(Apply, BatchesDuringTheBuildAreCaughtUpAndOldBatchesAfterTheSwitchAreFenced) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::vector<const ConfigChange*> all = {&Changes()[0], &Changes()[1], &Changes()[2],
+                                                &Changes()[3], &Changes()[4]};
+  const std::string v1_text = ArticleText(schema, {});
+  const std::string v2_text = ArticleText(schema, all);
+  const std::string v1 = testing::WriteTempFile("v1.yaml", v1_text);
+  const std::string log = SourcePath("tests/data/article/events-random.jsonl");
+  const std::string first = LogSlice(log, 0, 2000, "first.jsonl");
+  const std::string second = LogSlice(log, 2000, 2800, "second.jsonl");
+  const std::string third = LogSlice(log, 2800, 100000, "third.jsonl");
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, first}, &output)) << output;
+
+  // A store of the old config, opened before the apply.
+  Config old_config = Parse(v1_text);
+  old_config.store.postgres = testing::TestPostgresUrl();
+  Engine old_engine(old_config, testing::TestPostgresUrl());
+  ASSERT_TRUE(old_engine.store.Open().ok());
+
+  Config target = Parse(v2_text);
+  ReconfigureOptions options;
+  options.postgres = testing::TestPostgresUrl();
+  std::vector<std::string> steps;
+  options.at_step = [&](const char* step) {
+    steps.push_back(step);
+    std::string out;
+    // The old config's batches go on: the apply has not switched yet.
+    if (std::string(step) == "apply_built") {
+      EXPECT_EQ(0, RunDenormd({"replay", "-c", v1, second}, &out)) << out;
+    }
+    if (std::string(step) == "apply_caught_up") {
+      EXPECT_EQ(0, RunDenormd({"replay", "-c", v1, third}, &out)) << out;
+    }
+  };
+  ReconfigureReport report;
+  ASSERT_TRUE(Reconfigure(target, options, &report).ok());
+  EXPECT_EQ((std::vector<std::string>{"apply_marked", "apply_indexed", "apply_built",
+                                      "apply_caught_up", "apply_switching"}),
+            steps);
+  // The second slice was caught up in a round, the third in the switch.
+  EXPECT_GT(report.journal_changes, 0u);
+  EXPECT_EQ(2u, report.to_epoch);
+
+  // Exactly a fresh replay of the whole log with the new config.
+  EXPECT_EQ("", Joined(DiffDocumentSets(Read(target), FreshReplay(v2_text, schema, {log}))));
+  const std::string v2 = testing::WriteTempFile("v2.yaml", v2_text);
+  EXPECT_EQ(0, RunDenormd({"verify", "-c", v2}, &output)) << output;
+  EXPECT_EQ(std::vector<std::string>{"0"}, Sql("select count(*) from " + schema + ".apply_journal"));
+
+  // The old store's next batch is fenced: StaleConfig, nothing written.
+  const std::vector<std::string> positions_before =
+      Sql("select source, partition, position from " + schema + ".positions order by 1, 2");
+  const EventBatch batch = DecodeBatch(
+      old_engine.decoder,
+      {testing::LogRecord(
+          {"fenced.jsonl", 0, 1},
+          R"({"type":"author","id":"a-fenced","op":"upsert","version":1,"data":{"firstName":"F"}})")});
+  BatchStats stats;
+  Status fenced = old_engine.applier.Apply(&old_engine.store, batch, &stats);
+  EXPECT_TRUE(fenced.IsStaleConfig()) << fenced.ToString();
+  EXPECT_EQ(positions_before,
+            Sql("select source, partition, position from " + schema + ".positions order by 1, 2"));
+  EXPECT_EQ(std::vector<std::string>{"0"},
+            Sql("select count(*) from " + schema + ".entities where id = 'a-fenced'"));
+}
+
+class KilledApply : public ::testing::TestWithParam<const char*> {};
+
+// kill -9 at each step: the old projections keep serving, `status` tells,
+// and the next apply removes what was left and makes the same result.
+TEST_P(KilledApply, LeavesTheOldServingAndTheNextApplyFinishes) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  const std::string v2_text = ArticleText(schema, {&Changes()[2], &Changes()[4]});
+  const std::string v2 = testing::WriteTempFile("v2.yaml", v2_text);
+  const std::string log = SourcePath("tests/data/article/events-random.jsonl");
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, log}, &output)) << output;
+  const DocumentSet before = Read(Parse(ArticleText(schema, {})));
+
+  testing::CommandResult killed = testing::RunDenormdWith(
+      {{"DENORMD_POSTGRES", testing::TestPostgresUrl()}, {"DENORMD_CRASH_AT", GetParam()}},
+      {"apply", "-c", v2});
+  ASSERT_NE(0, killed.code) << killed.out << killed.err;
+  EXPECT_EQ(std::vector<std::string>{"1"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  // The old projections serve, unchanged, and verify clean with the old file.
+  EXPECT_EQ("", Joined(DiffDocumentSets(Read(Parse(ArticleText(schema, {}))), before)));
+  EXPECT_EQ(0, RunDenormd({"verify", "-c", v1}, &output)) << output;
+  testing::CommandResult status = Denormd({"status", "-c", v1});
+  EXPECT_NE(std::string::npos, status.out.find("an apply is building or was interrupted"))
+      << status.out;
+
+  testing::CommandResult again = Denormd({"apply", "-c", v2});
+  ASSERT_EQ(0, again.code) << again.out << again.err;
+  EXPECT_NE(std::string::npos, again.out.find("removed what an unfinished apply left")) << again.out;
+  EXPECT_EQ(0, RunDenormd({"verify", "-c", v2}, &output)) << output;
+  EXPECT_EQ("", Joined(DiffDocumentSets(Read(Parse(v2_text)), FreshReplay(v2_text, schema, {log}))));
+  EXPECT_EQ(std::vector<std::string>{"0"},
+            Sql("select count(*) from pg_tables where schemaname = '" + schema +
+                "' and tablename like '%\\_\\_next'"));
+  EXPECT_EQ(std::vector<std::string>{"0"}, Sql("select count(*) from " + schema + ".meta where key = 'applying'"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Steps, KilledApply,
+                         ::testing::Values("apply_marked", "apply_indexed", "apply_built",
+                                           "apply_caught_up", "apply_switching"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           name.erase(0, std::string("apply_").size());
+                           return name;
+                         });
+
+// A killed plan leaves tables and index rows of its own; the next plan and
+// apply do not count them, and apply's result is exact.
+TEST(Plan, SampleEstimatesAndLeavesNothingBehind) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  const std::string v2 =
+      testing::WriteTempFile("v2.yaml", ArticleText(schema, {&Changes()[1], &Changes()[2]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events-random.jsonl")},
+                          &output))
+      << output;
+  const std::vector<std::string> index_rows = Sql("select count(*) from " + schema + ".refs");
+  testing::CommandResult exact = Denormd({"plan", "-c", v2, "--json"});
+  ASSERT_EQ(3, exact.code) << exact.err;
+  testing::CommandResult sampled = Denormd({"plan", "-c", v2, "--json", "--sample", "0.5"});
+  ASSERT_EQ(3, sampled.code) << sampled.err;
+  EXPECT_NE(std::string::npos, sampled.out.find("\"estimated\":true")) << sampled.out;
+  EXPECT_NE(std::string::npos, exact.out.find("\"estimated\":false")) << exact.out;
+  // Plans change nothing: no tables, no index rows, no epoch.
+  EXPECT_EQ(index_rows, Sql("select count(*) from " + schema + ".refs"));
+  EXPECT_EQ(std::vector<std::string>{"0"},
+            Sql("select count(*) from pg_tables where schemaname = '" + schema +
+                "' and tablename like '%\\_\\_plan'"));
+  EXPECT_EQ(std::vector<std::string>{"1"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(2, Denormd({"plan", "-c", v2, "--sample", "0"}).code);
+  // A killed plan: its tables and rows are not counted by the next plan.
+  testing::CommandResult killed = testing::RunDenormdWith(
+      {{"DENORMD_POSTGRES", testing::TestPostgresUrl()}, {"DENORMD_CRASH_AT", "apply_indexed"}},
+      {"plan", "-c", v2});
+  ASSERT_NE(0, killed.code);
+  testing::CommandResult after = Denormd({"plan", "-c", v2, "--json"});
+  EXPECT_EQ(DocumentsOf(exact.out), DocumentsOf(after.out));
+}
+
+}  // namespace
+}  // namespace denormd
