@@ -396,8 +396,11 @@ class PostgresTransaction : public StoreTransaction,
         " and t.backward order by r.sort desc, r.id desc limit t.lim)) x";
     const bool with_data = read == Read::kKeysAndData;
     const std::string sql =
+        // Only live entities: the rows of a relation that `denormd apply` is
+        // building may name one deleted since (its catch-up removes them).
         with_data ? "select t.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text" +
                         scans + " join " + schema_ + ".entities e on e.type = $1 and e.id = x.id"
+                        " and not e.deleted and e.data is not null"
                   : "select t.target, encode(x.sort, 'hex'), x.id" + scans;
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard(with_data ? "loading referrers" : "finding referrers", [&] {
