@@ -125,6 +125,10 @@ class Reconfiguration {
     DENORMD_RETURN_IF_ERROR(status);
     Step("apply_built");
     DENORMD_RETURN_IF_ERROR(CatchUp());
+    // Counted before the switch, so that the writers do not wait for it: the
+    // changes the switch itself catches up are not in the counts (on a store
+    // without traffic there are none, and the counts are plan's).
+    DENORMD_RETURN_IF_ERROR(Count());
     DENORMD_RETURN_IF_ERROR(Switch());
     return DropOldRelations();
   }
@@ -466,7 +470,7 @@ class Reconfiguration {
     return Status::Ok();
   }
 
-  // plan: counts in a transaction of its own (rolled back: it only reads).
+  // Counts in a transaction of its own (rolled back: it only reads).
   Status Count() {
     std::unique_ptr<StoreTransaction> txn;
     DENORMD_RETURN_IF_ERROR(shadow_->Begin(&txn));
@@ -504,7 +508,6 @@ class Reconfiguration {
     std::vector<SourceRows::JournaledChange> taken;
     DENORMD_RETURN_IF_ERROR(txn->source().TakeJournal(0, &taken));
     DENORMD_RETURN_IF_ERROR(ApplyJournal(*txn, taken));
-    DENORMD_RETURN_IF_ERROR(CountIn(*txn));
     std::string sql = CaptureSwitchedDocuments();
     for (const std::string& collection : report_->change.collections_dropped) {
       sql += "drop table if exists " + Table(collection) + ";";

@@ -20,8 +20,9 @@
 //      new table "<collection>__next" in pages (daemons keep running);
 //   5. catch-up: the journal taken and applied to the new tables in rounds
 //      while batches go on;
-//   6. the switch, in one transaction that holds the writers' lock
-//      exclusively: the rest of the journal, the counts, the tables swapped
+//   6. the counts (CollectionCounts), then the switch, in one transaction
+//      that holds the writers' lock exclusively: the rest of the journal, the
+//      tables swapped
 //      (old dropped, new renamed), the model, index fingerprint and epoch
 //      recorded, `applying` removed. A reader sees the old table or the new
 //      one, never a part.
