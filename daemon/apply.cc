@@ -553,14 +553,16 @@ class Reconfiguration {
       const std::string live = Table(collection), built = Table(collection + suffix_);
       const std::string join = " l.projection = s.projection and l.id = s.id"
                                " and coalesce(l.pk, '') = coalesce(s.pk, '')";
-      sql += "do $$ begin if to_regclass(" + Literal(schema_ + ".outbox") +
-             ") is not null and to_regclass(" + Literal(live) + ") is not null then"
-             " insert into " + schema_ + ".outbox (collection, id, pk, doc, source)"
-             " select " + Literal(collection) + ", s.id, s.pk, s.doc, " + source + " from " +
-             built + " s left join " + live + " l on" + join +
-             " where l.id is null or l.doc is distinct from s.doc;"
-             " insert into " + schema_ + ".outbox (collection, id, pk, doc, source)"
-             " select " + Literal(collection) + ", l.id, l.pk, null, " + source + " from " + live +
+      const std::string insert = " insert into " + schema_ +
+                                 ".outbox (collection, id, pk, doc, source) select " +
+                                 Literal(collection) + ", ";
+      // A new collection: every document is new.
+      sql += "do $$ begin if to_regclass(" + Literal(schema_ + ".outbox") + ") is null then"
+             " return; end if; if to_regclass(" + Literal(live) + ") is null then" +
+             insert + "s.id, s.pk, s.doc, " + source + " from " + built + " s; else" +
+             insert + "s.id, s.pk, s.doc, " + source + " from " + built + " s left join " + live +
+             " l on" + join + " where l.id is null or l.doc is distinct from s.doc;" +
+             insert + "l.id, l.pk, null, " + source + " from " + live +
              " l where not exists (select 1 from " + built + " s where" + join + ");"
              " end if; end $$;";
     }

@@ -308,6 +308,49 @@ TEST(Apply, AnEntityDeletedAfterItsNewIndexRowsWereBuiltIsNotRendered) {
             Joined(DiffDocumentSets(Read(target), FreshReplay(v2_text, schema, {log, deletes}))));
 }
 
+// With a change feed, the documents the switch writes or deletes in a
+// published collection go to the outbox like a batch's: as many as apply
+// reports, attributed to the apply.
+TEST(Apply, TheSwitchCapturesItsChangesForTheFeed) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string feed = "feed:\n  topic: documents\n";
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}) + feed);
+  const std::string v2 = testing::WriteTempFile(
+      "v2.yaml", ArticleText(schema, {&Changes()[1], &Changes()[4]}) + feed);
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  const std::string before = Sql("select coalesce(max(seq), 0) from " + schema + ".outbox")[0];
+  testing::CommandResult applied = Denormd({"apply", "-c", v2, "--json"});
+  ASSERT_EQ(0, applied.code) << applied.err;
+  const std::string documents = DocumentsOf(applied.out);
+  // book_titles is new (every document), post_comments re-paged.
+  const std::vector<std::string> captured =
+      Sql("select collection, count(*) filter (where doc is not null),"
+          " count(*) filter (where doc is null) from " + schema + ".outbox where seq > " + before +
+          " and source = 'apply epoch 2' group by 1 order by 1");
+  std::string expected;
+  for (const std::string& line : captured) {
+    std::string collection = line.substr(0, line.find('\t'));
+    std::string rest = line.substr(line.find('\t') + 1);
+    expected += collection + ": written " + rest.substr(0, rest.find('\t')) + ", deleted " +
+                rest.substr(rest.find('\t') + 1);
+    expected += "\n";
+  }
+  // DocumentsOf lists unchanged too: compare the written/deleted part.
+  std::string reported;
+  for (size_t at = 0; at < documents.size();) {
+    size_t end = documents.find('\n', at);
+    std::string line = documents.substr(at, end - at);
+    reported += line.substr(0, line.find(", unchanged")) + "\n";
+    at = end + 1;
+  }
+  EXPECT_EQ(reported, expected);
+  EXPECT_NE(std::string::npos, expected.find("book_titles: written ")) << expected;
+}
+
 class KilledApply : public ::testing::TestWithParam<const char*> {};
 
 // kill -9 at each step: the old projections keep serving, `status` tells,
