@@ -116,10 +116,19 @@ Status PostgresStore::Connect() {
   });
 }
 
-Status PostgresStore::Open(bool allow_stale_index) {
-  DENORMD_RETURN_IF_ERROR(CreateTables());
-  const std::string fingerprint = ProjectionPlan(config_).IndexFingerprint();
+Status PostgresStore::Open(OpenMode mode) {
+  const bool allow_stale_index = mode != OpenMode::kRunsThisModel;
   const std::string model_fingerprint = ModelFingerprint(config_);
+  // The model first: a file the store does not run must not create its
+  // collections (a collection `apply` removed would come back, empty).
+  DENORMD_RETURN_IF_ERROR(ReadModel(&model_));
+  const bool other_model = model_.epoch != 0 && model_.fingerprint != model_fingerprint;
+  if (other_model && mode == OpenMode::kRunsThisModel) {
+    epoch_ = model_.epoch;
+    return StaleModelError();
+  }
+  DENORMD_RETURN_IF_ERROR(CreateTables(/*with_collections=*/!other_model || mode == OpenMode::kBuild));
+  const std::string fingerprint = ProjectionPlan(config_).IndexFingerprint();
   std::optional<std::string> stored;
   bool has_entities = false;
   DENORMD_RETURN_IF_ERROR(Guard("checking the reference index", [&] {
@@ -143,13 +152,9 @@ Status PostgresStore::Open(bool allow_stale_index) {
   }));
   DENORMD_RETURN_IF_ERROR(ReadModel(&model_));
   epoch_ = model_.epoch;
-  if (model_.fingerprint != model_fingerprint && !allow_stale_index) {
-    return Status::StaleConfig(
-        "schema " + config_.store.schema + " runs other projections (epoch " +
-        std::to_string(model_.epoch) + ", fingerprint " + model_.fingerprint + ") than " +
-        config_.path + " (fingerprint " + model_fingerprint + "); `denormd plan -c " +
-        config_.path + "` shows the difference and `denormd apply -c " + config_.path +
-        "` makes the file's projections current");
+  // Recorded between the two reads by another process's first start.
+  if (model_.fingerprint != model_fingerprint && mode == OpenMode::kRunsThisModel) {
+    return StaleModelError();
   }
   if (stored == fingerprint || allow_stale_index) return Status::Ok();
   return Status::InvalidInput(
@@ -158,12 +163,24 @@ Status PostgresStore::Open(bool allow_stale_index) {
       "run `denormd rebuild -c " + config_.path + "` once to rebuild it");
 }
 
+Status PostgresStore::StaleModelError() const {
+  const std::string file_fingerprint = ModelFingerprint(config_);
+  return Status::StaleConfig(
+      "schema " + config_.store.schema + " runs other projections (epoch " +
+      std::to_string(model_.epoch) + ", fingerprint " + model_.fingerprint + ") than " +
+      config_.path + " (fingerprint " + file_fingerprint + "); `denormd plan -c " + config_.path +
+      "` shows the difference and `denormd apply -c " + config_.path +
+      "` makes the file's projections current");
+}
+
 Status PostgresStore::ReadModel(StoredModel* out) {
   DENORMD_RETURN_IF_ERROR(Connect());
   *out = StoredModel();
   return Guard("reading the stored configuration", [&] {
     pqxx::read_transaction work(connection_->pq);
     const std::string s = work.quote_name(config_.store.schema);
+    // A schema not created yet has no model (epoch 0).
+    if (work.exec_params1("select to_regclass($1) is null", s + ".meta")[0].as<bool>()) return;
     for (const auto& row : work.exec("select key, value from " + s + ".meta where key in"
                                      " ('model', 'model_fingerprint', 'epoch', 'applying')")) {
       const std::string key = row[0].c_str();
@@ -209,9 +226,10 @@ Status PostgresStore::MarkIndexCurrent() {
   });
 }
 
-Status PostgresStore::CreateTables() {
+Status PostgresStore::CreateTables(bool with_collections) {
   DENORMD_RETURN_IF_ERROR(Connect());
-  const std::vector<std::string> collections = config_.CollectionNames();
+  const std::vector<std::string> collections =
+      with_collections ? config_.CollectionNames() : std::vector<std::string>();
   // Fast path: everything exists. CREATE INDEX IF NOT EXISTS takes a share
   // lock on its table even when the index exists, which would make a start
   // wait for (and stall) the batches of running instances.
@@ -362,6 +380,12 @@ Status PostgresStore::Summarize(StoreSummary* out) {
   return Guard("reading the status", [&] {
     pqxx::read_transaction work(connection_->pq);
     const std::string s = work.quote_name(config_.store.schema);
+    for (const auto& row : work.exec_params(
+             "select tablename from pg_tables where schemaname = $1 and"
+             " (right(tablename, 6) = '__next' or right(tablename, 6) = '__plan') order by 1",
+             config_.store.schema)) {
+      out->leftover_tables.push_back(row[0].c_str());
+    }
     for (const auto& row : work.exec("select source, partition, position, applied, stale, dead"
                                      " from " + s + ".positions order by source, partition")) {
       StoredPosition position;
@@ -372,7 +396,11 @@ Status PostgresStore::Summarize(StoreSummary* out) {
       out->positions.push_back(position);
     }
     for (const std::string& collection : collections) {
-      auto row = work.exec1("select count(*) from " + s + "." + work.quote_name(collection));
+      // The file's collections: the store may run another model (`status`
+      // with an old or a new file) that lacks some.
+      const std::string table = s + "." + work.quote_name(collection);
+      if (work.exec_params1("select to_regclass($1) is null", table)[0].as<bool>()) continue;
+      auto row = work.exec1("select count(*) from " + table);
       out->documents.emplace_back(collection, row[0].as<uint64_t>());
     }
     for (const auto& row : work.exec("select type, count(*) filter (where not deleted),"

@@ -44,6 +44,9 @@ std::string PostgresConnectionString(const Config& config);
 // What `denormd status` shows.
 struct StoreSummary {
   std::vector<StoredPosition> positions;
+  // Tables a killed `denormd plan` or `apply` left ("<collection>__next",
+  // "__plan"); the next plan or apply removes them.
+  std::vector<std::string> leftover_tables;
   std::vector<std::pair<std::string, uint64_t>> documents;  // collection -> count
   std::vector<std::pair<std::string, uint64_t>> entities;   // type -> live count
   uint64_t dead_letters = 0;
@@ -80,15 +83,27 @@ class PostgresStore : public Store {
   PostgresStore(const Config& config, std::string connection_string);
   ~PostgresStore() override;
 
+  // What Open requires of the store, and what it may create.
+  enum class OpenMode {
+    // The store runs this config's model (else StaleConfig, naming plan and
+    // apply; nothing is created) and its index was built for these
+    // relations (else InvalidInput naming `denormd rebuild`): replay, run,
+    // verify.
+    kRunsThisModel,
+    // Any model, any index; the config's collections are created only when
+    // the store runs its model (a collection `apply` removed must not come
+    // back): status, prune, relay.
+    kInspect,
+    // Any model, any index; the config's collections are created: rebuild
+    // (which then records the model), and the tables `apply` builds.
+    kBuild,
+  };
   // Connects and creates the schema and tables that do not exist yet
-  // (idempotent; safe with several instances starting at once), and records
-  // the config's model when the store has none. Then checks that the store
-  // runs this config's model (else StaleConfig, naming plan and apply; the
-  // stored one is in stored_model()) and that the reference index was built
-  // for its relations (else InvalidInput naming `denormd rebuild`), unless
-  // `allow_stale_index` (rebuild, status, relay). Every transaction begun
+  // (idempotent; safe with several instances starting at once) as `mode`
+  // says, and records the config's model when the store has none. The
+  // stored model is then in stored_model(). Every transaction begun
   // afterwards is fenced on the stored epoch (StaleConfig once it moves).
-  Status Open(bool allow_stale_index = false);
+  Status Open(OpenMode mode = OpenMode::kRunsThisModel);
 
   // Reads the stored model afresh (not the one Open saw).
   Status ReadModel(StoredModel* out);
@@ -132,7 +147,8 @@ class PostgresStore : public Store {
 
  private:
   Status Connect();
-  Status CreateTables();
+  Status CreateTables(bool with_collections);
+  Status StaleModelError() const;
   Status ProvisionLockRows(const std::string& key_array);
 
   const Config& config_;

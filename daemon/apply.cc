@@ -153,7 +153,7 @@ class Reconfiguration {
       // to build. Apply does that start.
       report_->had_model = false;
       if (options_.plan_only) return Status::Ok();
-      DENORMD_RETURN_IF_ERROR(control_->Open(/*allow_stale_index=*/false));
+      DENORMD_RETURN_IF_ERROR(control_->Open());
       report_->to_epoch = control_->stored_model().epoch;
       return Status::Ok();
     }
@@ -174,7 +174,7 @@ class Reconfiguration {
     running_ = std::make_unique<Config>(std::move(*running));
     running_->feed.reset();  // the live store writes no outbox rows itself here
     live_ = std::make_unique<PostgresStore>(*running_, options_.postgres);
-    DENORMD_RETURN_IF_ERROR(live_->Open(/*allow_stale_index=*/true));
+    DENORMD_RETURN_IF_ERROR(live_->Open(PostgresStore::OpenMode::kInspect));
     // One plan or apply at a time on a schema: a session lock, released
     // when this process ends (however it ends).
     std::vector<std::string> rows;
@@ -277,9 +277,23 @@ class Reconfiguration {
     }
     Progress("removing what an unfinished apply left (" + std::to_string(rows.size()) +
              " tables, its journal)");
+    DENORMD_RETURN_IF_ERROR(DropTablesEndingIn("__next"));
     return live_->Execute(sql + " lock table " + schema_ + ".writers in exclusive mode;"
                           " delete from " + schema_ + ".meta where key = 'applying';"
                           " delete from " + schema_ + ".apply_journal");
+  }
+
+  // Drops every table of the schema whose name ends in `suffix` (what a
+  // killed plan or apply built; collection names never end so).
+  Status DropTablesEndingIn(const std::string& suffix) {
+    std::vector<std::string> tables;
+    DENORMD_RETURN_IF_ERROR(live_->Execute(
+        "select tablename from pg_tables where schemaname = " + Literal(target_.store.schema) +
+            " and right(tablename, " + std::to_string(suffix.size()) + ") = " + Literal(suffix),
+        &tables));
+    std::string sql;
+    for (const std::string& table : tables) sql += "drop table if exists " + Table(table) + ";";
+    return sql.empty() ? Status::Ok() : live_->Execute(sql);
   }
 
   // Steps 3 and 4.
@@ -290,13 +304,10 @@ class Reconfiguration {
     shadow_plan_ = std::make_unique<ProjectionPlan>(*shadow_config_);
     shadow_applier_ = std::make_unique<BatchApplier>(*shadow_plan_);
     shadow_ = std::make_unique<PostgresStore>(*shadow_config_, options_.postgres);
-    // Tables of an earlier plan (killed) first: the build starts empty.
-    std::string drop;
-    for (const std::string& collection : report_->change.collections_rebuilt) {
-      drop += "drop table if exists " + Table(collection + suffix_) + ";";
-    }
-    if (!drop.empty()) DENORMD_RETURN_IF_ERROR(live_->Execute(drop));
-    DENORMD_RETURN_IF_ERROR(shadow_->Open(/*allow_stale_index=*/true));
+    // Tables an earlier plan (or apply) left when killed go first, whichever
+    // collections they were: the build starts empty.
+    DENORMD_RETURN_IF_ERROR(DropTablesEndingIn(suffix_));
+    DENORMD_RETURN_IF_ERROR(shadow_->Open(PostgresStore::OpenMode::kBuild));
 
     // Index rows of relations the running model does not keep (an earlier
     // plan's or a killed apply's) are stale: removed before building.

@@ -331,12 +331,12 @@ int Check(const Arguments& args) {
 // Opens the engine the commands that use the database share: the config,
 // its plan and the store, opened. Returns an exit code (kExitOk on success).
 int OpenEngine(const Arguments& args, std::unique_ptr<Engine>* out,
-               bool allow_stale_index = false) {
+               PostgresStore::OpenMode mode = PostgresStore::OpenMode::kRunsThisModel) {
   std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
   std::string connection = args.postgres ? *args.postgres : PostgresConnectionString(*config);
   *out = std::make_unique<Engine>(std::move(*config), connection);
-  Status status = (*out)->store.Open(allow_stale_index);
+  Status status = (*out)->store.Open(mode);
   if (!status.ok()) {
     if (status.IsInvalidInput() || status.IsStaleConfig()) {
       std::cerr << "denormd " << args.command << ": " << status.message() << "\n";
@@ -412,7 +412,11 @@ int Replay(const Arguments& args) {
 
 int RebuildOrVerify(const Arguments& args, bool verify) {
   std::unique_ptr<Engine> engine;
-  if (int code = OpenEngine(args, &engine, /*allow_stale_index=*/!verify)) return code;
+  if (int code = OpenEngine(args, &engine,
+                            verify ? PostgresStore::OpenMode::kRunsThisModel
+                                   : PostgresStore::OpenMode::kBuild)) {
+    return code;
+  }
   MaintenanceOptions options;
   options.projections = args.rest;
   bool progress = !args.quiet && isatty(STDERR_FILENO);
@@ -466,7 +470,7 @@ int RebuildOrVerify(const Arguments& args, bool verify) {
 
 int StatusCommand(const Arguments& args) {
   std::unique_ptr<Engine> engine;
-  if (int code = OpenEngine(args, &engine, /*allow_stale_index=*/true)) return code;
+  if (int code = OpenEngine(args, &engine, PostgresStore::OpenMode::kInspect)) return code;
   const Config& config = engine->config;
   StoreSummary summary;
   Status status = engine->store.Summarize(&summary);
@@ -492,6 +496,11 @@ int StatusCommand(const Arguments& args) {
     std::cout << "  an apply is building or was interrupted (" << model.applying
               << "); batches journal their changes for it until it finishes; if it is not "
                  "running, `denormd apply` again removes what it left\n";
+  }
+  if (!summary.leftover_tables.empty()) {
+    std::cout << "  tables a killed plan or apply left:";
+    for (const std::string& table : summary.leftover_tables) std::cout << " " << table;
+    std::cout << " (the next plan or apply removes them)\n";
   }
   std::cout << "\nstreams:\n";
   if (summary.positions.empty()) std::cout << "  (none yet)\n";
@@ -540,7 +549,7 @@ int StatusCommand(const Arguments& args) {
 
 int PruneCommand(const Arguments& args) {
   std::unique_ptr<Engine> engine;
-  if (int code = OpenEngine(args, &engine, /*allow_stale_index=*/true)) return code;
+  if (int code = OpenEngine(args, &engine, PostgresStore::OpenMode::kInspect)) return code;
   const RetentionConfig& retention = engine->config.retention;
   const bool progress = !args.quiet && isatty(STDERR_FILENO);
   auto start = std::chrono::steady_clock::now();

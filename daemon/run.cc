@@ -539,7 +539,7 @@ class RelayDaemon {
       Status status = http_.Start(options_.metrics_address, options_.metrics_port);
       if (!status.ok()) return StartFailed(*notifier_, status, kExitUsage);
     }
-    Status opened = OpenStoreWaiting([this] { return store_.Open(/*allow_stale_index=*/true); },
+    Status opened = OpenStoreWaiting([this] { return store_.Open(PostgresStore::OpenMode::kInspect); },
                                      health_, metrics_, *notifier_);
     if (!opened.ok()) return Shutdown(StartFailed(*notifier_, opened, kExitUsage));
     if (g_stop.load()) return Shutdown(kExitOk);

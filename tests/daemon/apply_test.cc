@@ -183,6 +183,13 @@ TEST_P(ApplyChange, PlanCountsEqualWhatApplyWritesAndTheResultEqualsAFreshReplay
   // The old file is refused now, naming plan and apply.
   EXPECT_EQ(2, RunDenormd({"replay", "-c", v1, log}, &output));
   EXPECT_NE(std::string::npos, output.find("denormd apply -c " + v1)) << output;
+  // ... and creates nothing: a removed collection does not come back.
+  EXPECT_EQ(0, Denormd({"status", "-c", v1}).code);
+  EXPECT_EQ(2, RunDenormd({"verify", "-c", v1}, &output));
+  if (std::string(change.name) == "RemoveProjection") {
+    EXPECT_EQ(std::vector<std::string>{""}, Sql("select coalesce(to_regclass('" + schema +
+                                                 ".portfolios')::text, '')"));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Changes, ApplyChange, ::testing::Range<size_t>(0, 5),
@@ -378,6 +385,11 @@ TEST_P(KilledApply, LeavesTheOldServingAndTheNextApplyFinishes) {
   testing::CommandResult status = Denormd({"status", "-c", v1});
   EXPECT_NE(std::string::npos, status.out.find("an apply is building or was interrupted"))
       << status.out;
+  if (std::string(GetParam()) != "apply_marked") {  // the tables exist from the build on
+    EXPECT_NE(std::string::npos,
+              status.out.find("tables a killed plan or apply left: authors__next post_comments__next"))
+        << status.out;
+  }
 
   testing::CommandResult again = Denormd({"apply", "-c", v2});
   ASSERT_EQ(0, again.code) << again.out << again.err;
@@ -431,8 +443,12 @@ TEST(Plan, SampleEstimatesAndLeavesNothingBehind) {
       {{"DENORMD_POSTGRES", testing::TestPostgresUrl()}, {"DENORMD_CRASH_AT", "apply_indexed"}},
       {"plan", "-c", v2});
   ASSERT_NE(0, killed.code);
+  EXPECT_NE(std::string::npos, Denormd({"status", "-c", v1}).out.find("book_titles__plan"));
   testing::CommandResult after = Denormd({"plan", "-c", v2, "--json"});
   EXPECT_EQ(DocumentsOf(exact.out), DocumentsOf(after.out));
+  EXPECT_EQ(std::vector<std::string>{"0"},
+            Sql("select count(*) from pg_tables where schemaname = '" + schema +
+                "' and tablename like '%\\_\\_plan'"));
 }
 
 }  // namespace
