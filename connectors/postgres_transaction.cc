@@ -88,9 +88,11 @@ class PostgresTransaction : public StoreTransaction,
         schema_(work_.quote_name(schema)),
         capture_(capture),
         provision_([this, provision = std::move(provision)](const std::string& keys) {
-          ++round_trips_;
+          Sent();
           return provision(keys);
-        }) {}
+        }) {
+    Sent();  // pqxx::work's constructor sent BEGIN
+  }
 
   SourceRows& source() override { return *this; }
   ReferenceIndex& index() override { return *this; }
@@ -99,7 +101,7 @@ class PostgresTransaction : public StoreTransaction,
   WriteLocks& locks() override { return *this; }
 
   Status Commit() override {
-    ++round_trips_;
+    Sent();
     return Guard("committing", [&] { work_.commit(); });
   }
 
@@ -110,6 +112,7 @@ class PostgresTransaction : public StoreTransaction,
   // that grow fast (a first load) have statistics minutes old, with which
   // the planner picks scans and hash joins that cost seconds; forbid those.
   uint64_t round_trips() const override { return round_trips_; }
+  uint64_t statements() const override { return statements_; }
 
   // ---- WriteLocks
 
@@ -888,11 +891,18 @@ class PostgresTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
+  // Counts one round trip to the server that sent `statements` SQL
+  // statements (a multi-statement simple query sends several).
+  void Sent(uint64_t statements = 1) {
+    ++round_trips_;
+    statements_ += statements;
+  }
+
   // Runs one statement, prepared once per connection (parsed once; see
   // PreparedStatements), and counts the round trip.
   template <typename... Args>
   pqxx::result Run(const std::string& sql, Args&&... args) {
-    ++round_trips_;
+    Sent();
     return work_.exec_prepared(state_.statements.Name(sql), std::forward<Args>(args)...);
   }
 
@@ -903,6 +913,7 @@ class PostgresTransaction : public StoreTransaction,
   std::string change_source_;
   LockRowProvisioner provision_;
   uint64_t round_trips_ = 0;
+  uint64_t statements_ = 0;
 };
 
 }  // namespace
