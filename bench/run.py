@@ -494,6 +494,29 @@ REPLAY_SUMMARY = re.compile(
     r"(?:, ([\d,]+) deleted)?(?:; peak RSS (\d+) MiB)?")
 
 
+REPLAY_REQUESTS = re.compile(r"([\d,]+) round trips to PostgreSQL \(([\d,]+) statements\)")
+
+
+def store_requests(events, batches, round_trips, statements):
+    """Round trips to PostgreSQL and SQL statements sent (retries included), in all, per batch
+    and per event; None when the daemon did not report them."""
+    if round_trips is None or statements is None or not batches or not events:
+        return None
+    r = {"events": events, "batches": int(batches), "round_trips": int(round_trips),
+         "statements": int(statements)}
+    for k in ("round_trips", "statements"):
+        r[k + "_per_batch"] = r[k] / r["batches"]
+        r[k + "_per_event"] = r[k] / events
+    return r
+
+
+def metrics_requests(text, events):
+    """store_requests from a daemon's /metrics (denormd_store_*_total, denormd_batches_total)."""
+    return store_requests(events, metric_value(text, "denormd_batches_total"),
+                          metric_value(text, "denormd_store_round_trips_total"),
+                          metric_value(text, "denormd_store_statements_total"))
+
+
 def denormd_replay(env, schema, config, path, what):
     """Replays one log; returns a dict: events, seconds, rss_kib, documents (pg_stat)."""
     before = row_writes(env, schema)
@@ -508,6 +531,9 @@ def denormd_replay(env, schema, config, path, what):
          "transactions": int(m.group(2).replace(",", "")),
          "denormd_documents_written": int(m.group(4).replace(",", "")),
          "rss_kib": rss, "summary": stdout.strip()}
+    q = REPLAY_REQUESTS.search(stdout)
+    r["requests"] = store_requests(events, r["transactions"],
+                                   *(int(v.replace(",", "")) for v in q.groups())) if q else None
     r["documents"] = row_writes(env, schema) - before
     return r
 
@@ -763,7 +789,7 @@ def run_contender(env, results, config_schema, changes, n_changes, run_id):
     r["changes"] = {"events": n_changes, "seconds": done - assigned, "rate": n_changes / (done - assigned),
                     "startup_seconds": assigned - d.started,
                     "denormd_documents_written": int(metric_value(text, "denormd_documents_written_total") or 0),
-                    "rss_kib": d.rss_kib}
+                    "requests": metrics_requests(text, n_changes), "rss_kib": d.rss_kib}
     r["changes"]["documents"] = row_writes(env, schema) - before
     r["rss_kib"] = d.rss_kib
     c = r["changes"]
@@ -1637,6 +1663,7 @@ def report(env, results, args, sizes, n_load, n_changes):
     lines += [f"- {n}" for n in notes]
     lines.append("")
 
+    lines += requests_table(results)
     f = results.get("freshness")
     if f and f.get("p99") is not None:
         lines.append(f"Freshness (produce → committed document), {f['sent']:,} events at "
@@ -1751,6 +1778,28 @@ def report(env, results, args, sizes, n_load, n_changes):
                                                    else f"{c['differ']} differ")
                              for c in results.get("checks", [])) + ".")
     return "\n".join(lines)
+
+
+def requests_table(results):
+    """The table of round trips and statements to PostgreSQL per batch and per event."""
+    C = results["contenders"]
+    rows = [(f"denormd replay, {ph.upper()}", C.get("replay", {}).get(ph, {}).get("requests"))
+            for ph in ("load", "changes")]
+    rows.append(("denormd run, CHANGES", C.get("run", {}).get("changes", {}).get("requests")))
+    rows = [(label, q) for label, q in rows if q]
+    if not rows:
+        return []
+    out = ["Requests to PostgreSQL (round trips: begin, statements, commit, lock-row provisioning; "
+           "statements: SQL statements they sent; retries included; replay from its summary line, "
+           "run from denormd_store_round_trips_total and denormd_store_statements_total):", "",
+           "| denormd | events | batches | round trips / batch | statements / batch "
+           "| round trips / event | statements / event |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for label, q in rows:
+        out.append(f"| {label} | {q['events']:,} | {q['batches']:,} | {q['round_trips_per_batch']:,.1f} "
+                   f"| {q['statements_per_batch']:,.1f} | {q['round_trips_per_event']:.3f} "
+                   f"| {q['statements_per_event']:.3f} |")
+    return out + [""]
 
 
 def pg_version(env):
