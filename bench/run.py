@@ -26,8 +26,9 @@ documents differ gets no number ("WRONG: N documents differ").
 Then freshness: `denormd run` on a loaded store while the change stream is produced
 into Kafka at a fixed rate (10%, 20% and 50% of denormd run's measured CHANGES rate, a
 new daemon each); the time from produce to committed document, p50/p99/max, from the
-daemon's denormd_event_age_seconds histogram, in a table and an SVG plot beside it. And scaling: denormd replay's CHANGES rate on a
-store 10x smaller (--scale-small), same change-stream length.
+daemon's denormd_event_age_seconds histogram, in a table and an SVG plot beside it. And
+scaling: denormd replay's CHANGES rate on a store 10x smaller (--scale-small), same
+change-stream length.
 
 The table goes to stdout and, with the command, date and machine, to an untracked file
 (STATE_DIR/results/run-<date>.md, the raw figures beside it as .json); --record writes the
