@@ -24,10 +24,11 @@ compared with denormd replay's at the same point of the stream; a contender whos
 documents differ gets no number ("WRONG: N documents differ").
 
 Then freshness: `denormd run` on a loaded store while the change stream is produced
-into Kafka at a fixed rate (default 20% of denormd run's measured CHANGES rate); the
-time from produce to committed document, p50/p99/max, from the daemon's
-denormd_event_age_seconds histogram. And scaling: denormd replay's CHANGES rate on a
-store 10x smaller (--scale-small), same change-stream length.
+into Kafka at a fixed rate (10%, 20% and 50% of denormd run's measured CHANGES rate, a
+new daemon each); the time from produce to committed document, p50/p99/max, from the
+daemon's denormd_event_age_seconds histogram, in a table and an SVG plot beside it. And
+scaling: denormd replay's CHANGES rate on a store 10x smaller (--scale-small), same
+change-stream length.
 
 The table goes to stdout and, with the command, date and machine, to an untracked file
 (STATE_DIR/results/run-<date>.md, the raw figures beside it as .json); --record writes the
@@ -49,6 +50,7 @@ import argparse
 import fcntl
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -492,6 +494,27 @@ def write_config(env, schema, topic=None, group=None):
 REPLAY_SUMMARY = re.compile(
     r"([\d,]+) events.* in ([\d,]+) transactions, ([\d.]+) s: .*?([\d,]+) documents written"
     r"(?:, ([\d,]+) deleted)?(?:; peak RSS (\d+) MiB)?")
+REPLAY_REQUESTS = re.compile(r"([\d,]+) round trips to PostgreSQL \(([\d,]+) statements\)")
+
+
+def store_requests(events, batches, round_trips, statements):
+    """Round trips to PostgreSQL and SQL statements sent (retries included), in all, per batch
+    and per event; None when the daemon did not report them."""
+    if round_trips is None or statements is None or not batches or not events:
+        return None
+    r = {"events": events, "batches": int(batches), "round_trips": int(round_trips),
+         "statements": int(statements)}
+    for k in ("round_trips", "statements"):
+        r[k + "_per_batch"] = r[k] / r["batches"]
+        r[k + "_per_event"] = r[k] / events
+    return r
+
+
+def metrics_requests(text, events):
+    """store_requests from a daemon's /metrics (denormd_store_*_total, denormd_batches_total)."""
+    return store_requests(events, metric_value(text, "denormd_batches_total"),
+                          metric_value(text, "denormd_store_round_trips_total"),
+                          metric_value(text, "denormd_store_statements_total"))
 
 
 def denormd_replay(env, schema, config, path, what):
@@ -508,6 +531,9 @@ def denormd_replay(env, schema, config, path, what):
          "transactions": int(m.group(2).replace(",", "")),
          "denormd_documents_written": int(m.group(4).replace(",", "")),
          "rss_kib": rss, "summary": stdout.strip()}
+    q = REPLAY_REQUESTS.search(stdout)
+    r["requests"] = store_requests(events, r["transactions"],
+                                   *(int(v.replace(",", "")) for v in q.groups())) if q else None
     r["documents"] = row_writes(env, schema) - before
     return r
 
@@ -763,7 +789,7 @@ def run_contender(env, results, config_schema, changes, n_changes, run_id):
     r["changes"] = {"events": n_changes, "seconds": done - assigned, "rate": n_changes / (done - assigned),
                     "startup_seconds": assigned - d.started,
                     "denormd_documents_written": int(metric_value(text, "denormd_documents_written_total") or 0),
-                    "rss_kib": d.rss_kib}
+                    "requests": metrics_requests(text, n_changes), "rss_kib": d.rss_kib}
     r["changes"]["documents"] = row_writes(env, schema) - before
     r["rss_kib"] = d.rss_kib
     c = r["changes"]
@@ -840,15 +866,12 @@ def feed_contender(env, results, changes, n_changes, sizes, run_id):
         f"{c['messages']:,} document changes in {c['transactions']:,} Kafka transactions")
     check(env, "feed", results, schema, SCHEMAS["replay"], "denormd run + feed after load + all changes")
 
-    rate = kstreams_freshness_rate(env, results)
+    rate = default_freshness_rate(env, results)
     if not rate:
         log("denormd run + feed: no denormd run rate and no --freshness-rate: delay not measured")
         return
     want = max(1, int(rate * args.freshness_seconds))
-    extra = -(-want // 10_000) * 10_000
-    wdir = workload(env, sizes, n_changes + extra, args.seed, "feed delay")
-    lines = [line.encode() for line in read_lines(os.path.join(wdir, "changes.jsonl"),
-                                                  n_changes, n_changes + want)]
+    lines = change_lines(env, sizes, changes, n_changes, n_changes, want, "feed delay")
     checkpoint(env)
     d = Daemon(env, config, args.metrics_port, os.path.join(env.work, f"feed-delay-{run_id}.log"))
     try:
@@ -905,6 +928,21 @@ def read_lines(path, start=0, end=None):
             if i >= start and line.strip():
                 out.append(line.rstrip("\n"))
     return out
+
+
+def change_lines(env, sizes, changes, n_changes, start, count, label):
+    """Lines [start, start + count) of the change stream, as bytes: changes.jsonl, continued
+    past its end by the generator when needed (the generator is sequential: a longer stream of
+    the same seed starts with changes.jsonl, checked on its last line)."""
+    end = start + count
+    if end <= n_changes:
+        return [line.encode() for line in read_lines(changes, start, end)]
+    extra = -(-(end - n_changes) // 10_000) * 10_000
+    longer = os.path.join(workload(env, sizes, n_changes + extra, env.args.seed, label),
+                          "changes.jsonl")
+    if read_lines(longer, n_changes - 1, n_changes) != read_lines(changes, n_changes - 1, n_changes):
+        raise BenchError("the continued change stream does not extend changes.jsonl (generator?)")
+    return [line.encode() for line in read_lines(longer, start, end)]
 
 
 def run_apply(env, schema, script, what):
@@ -1073,31 +1111,75 @@ def trigger_contenders(env, results, load, changes, n_load, n_changes, ref):
               f"triggers/1000 after load + {fmt_count(n2)} changes")
 
 
-def freshness(env, results, changes, n_changes, ref, run_id):
-    """denormd run on the reference store; the rest of the change stream at a fixed rate."""
-    args = env.args
+DEFAULT_FRESHNESS_FRACTION = 0.2  # "the default rate": the target's, the peer's, the feed's
+
+
+def run_rate(results):
+    """denormd run's measured CHANGES events/s, or None (not measured, or wrong)."""
     run = results["contenders"].get("run", {})
+    return run["changes"]["rate"] if run.get("changes") and not run.get("wrong") else None
+
+
+def default_freshness_rate(env, results):
+    """The one freshness rate of the feed's delay and the Kafka Streams peer's freshness:
+    --freshness-rate, or 20% of denormd run's CHANGES rate."""
+    if env.args.freshness_rate:
+        return env.args.freshness_rate
+    base = run_rate(results)
+    return max(1.0, DEFAULT_FRESHNESS_FRACTION * base) if base else None
+
+
+def freshness_rates(env, results):
+    """[(rate, fraction of denormd run's rate or None, how)]: --freshness-rate alone, or each
+    of --freshness-fractions of denormd run's measured CHANGES rate."""
+    args = env.args
     if args.freshness_rate:
-        rate = args.freshness_rate
-        how = "--freshness-rate"
-    elif run.get("changes") and not run.get("wrong"):
-        rate = max(1.0, 0.2 * run["changes"]["rate"])
-        how = "20% of denormd run's CHANGES rate"
-    else:
+        return [(args.freshness_rate, None, "--freshness-rate")]
+    base = run_rate(results)
+    return [(max(1.0, fr * base), fr, f"{fr:.0%} of denormd run's CHANGES rate")
+            for fr in args.freshness_fractions] if base else []
+
+
+def default_freshness(results):
+    """The freshness run at the default rate (the targets compare it), or None."""
+    for f in results.get("freshness", []):
+        if f.get("p99") is not None and f["fraction"] in (None, DEFAULT_FRESHNESS_FRACTION):
+            return f
+    return None
+
+
+def freshness(env, results, changes, n_changes, sizes, ref, run_id):
+    """denormd run on the reference store at each freshness rate, lowest first; the change
+    stream goes on from where the reference store is (continued past changes.jsonl)."""
+    rates = sorted(freshness_rates(env, results), key=lambda r: r[0])
+    if not rates:
         log("freshness: no measured denormd run rate and no --freshness-rate: skipped")
         return
-    lines = [line.encode() for line in read_lines(changes, ref["at"])]
-    needed = int(rate * args.freshness_seconds)
-    if len(lines) < needed:
-        log(f"freshness: only {len(lines)} change events left for {needed} needed; "
-            "the run will be shorter")
+    wants = [max(1, int(rate * env.args.freshness_seconds)) for rate, _, _ in rates]
+    lines = change_lines(env, sizes, changes, n_changes, ref["at"], sum(wants), "freshness")
+    results["freshness"] = []
+    for i, (rate, fraction, how) in enumerate(rates):
+        f = freshness_at(env, lines[:wants[i]], rate, how, ref, f"{run_id}-{i + 1}")
+        f["fraction"], f["first_line"] = fraction, ref["at"]
+        results["freshness"].append(f)
+        lines = lines[f["sent"]:]
+        ref["at"] += f["sent"]  # the reference store has applied them
+        if f["count"] != f["sent"]:
+            results["notes"].append(f"freshness at {rate:,.0f} events/s: the histogram holds "
+                                    f"{f['count']} events for {f['sent']} produced")
+
+
+def freshness_at(env, lines, rate, how, ref, tag):
+    """One freshness run: a new denormd run on the reference store and a new topic (so it
+    starts caught up), `lines` produced at `rate` for --freshness-seconds; the run's figures."""
+    args = env.args
     schema = SCHEMAS["ref"]
-    topic = f"bench.fresh.{run_id}"
+    topic = f"bench.fresh.{tag}"
     kafka_topic(env, topic, 4)
-    config = write_config(env, schema, topic=topic, group=f"denormd-fresh-{run_id}")
+    config = write_config(env, schema, topic=topic, group=f"denormd-fresh-{tag}")
     checkpoint(env)
-    d = Daemon(env, config, args.metrics_port, os.path.join(env.work, f"fresh-{run_id}.log"))
-    f = results["freshness"] = {"rate": rate, "how": how, "seconds": args.freshness_seconds}
+    d = Daemon(env, config, args.metrics_port, os.path.join(env.work, f"fresh-{tag}.log"))
+    f = {"rate": rate, "how": how, "seconds": args.freshness_seconds}
     try:
         d.wait_for(r"partitions_assigned", 60)
         time.sleep(1.0)
@@ -1113,12 +1195,15 @@ def freshness(env, results, changes, n_changes, ref, run_id):
                 raise BenchError("freshness: the daemon did not catch up:\n" + d.log_text()[-3000:])
             time.sleep(0.1)
         text = d.metrics()
-        with open(os.path.join(env.work, f"fresh-{run_id}.metrics"), "w") as fh:
+        with open(os.path.join(env.work, f"fresh-{tag}.metrics"), "w") as fh:
             fh.write(text)
     finally:
         d.stop()
     b = histogram(text, "denormd_event_age_seconds")
     f["count"] = b[-1][1] if b else 0
+    if not f["count"]:
+        raise BenchError("freshness: denormd_event_age_seconds is empty (a daemon without the "
+                         "freshness metrics?)")
     f["p50"], f["p99"] = quantile(b, 0.50), quantile(b, 0.99)
     f["max"] = metric_value(text, "denormd_event_age_max_seconds")
     if f["max"] is not None:  # interpolation within a bucket may overshoot the true maximum
@@ -1130,14 +1215,10 @@ def freshness(env, results, changes, n_changes, ref, run_id):
         if batches else None
     f["documents_per_event"] = (metric_value(text, "denormd_documents_written_total") or 0) / sent \
         if sent else None
-    if f["count"] and f["count"] != f["sent"]:
-        results["notes"].append(f"freshness: the histogram holds {f['count']} events for "
-                                f"{f['sent']} produced")
-    if not f["count"]:
-        raise BenchError("freshness: denormd_event_age_seconds is empty (a daemon without the "
-                         "freshness metrics?)")
+    f["requests"] = metrics_requests(text, sent)
     log(f"freshness: {sent} events at {sent / elapsed:,.0f}/s: p50 {f['p50'] * 1000:.1f} ms, "
         f"p99 {f['p99'] * 1000:.1f} ms, max {f['max'] * 1000:.1f} ms")
+    return f
 
 
 # ----------------------------------------------------------------------------
@@ -1386,36 +1467,17 @@ def kstreams_contender(env, results, load, changes, n_load, n_changes, sizes, ru
         log(f"Kafka Streams: {out.strip()} of this run")
 
 
-def kstreams_freshness_rate(env, results):
-    """denormd's freshness rate (freshness() uses the same rule)."""
-    args = env.args
-    run = results["contenders"].get("run", {})
-    if args.freshness_rate:
-        return args.freshness_rate
-    if run.get("changes") and not run.get("wrong"):
-        return max(1.0, 0.2 * run["changes"]["rate"])
-    return None
-
-
 def kstreams_freshness(env, results, app, sizes, changes, n_changes):
     """The peer at denormd's freshness rate for --freshness-seconds, on new events: the
     generator's stream continued past changes.jsonl (the peer has applied all of it)."""
     args = env.args
     ks, r = app.ks, results["contenders"]["kstreams"]
-    rate = kstreams_freshness_rate(env, results)
+    rate = default_freshness_rate(env, results)
     if not rate:
         log("Kafka Streams freshness: no denormd run rate and no --freshness-rate: skipped")
         return
     want = max(1, int(rate * args.freshness_seconds))
-    extra = -(-want // 10_000) * 10_000
-    wdir = workload(env, sizes, n_changes + extra, args.seed, "Kafka Streams freshness")
-    lines = [line.encode() for line in read_lines(os.path.join(wdir, "changes.jsonl"),
-                                                  n_changes - 1, n_changes + want)]
-    # The generator is sequential: a longer stream starts with changes.jsonl (checked on its
-    # last line).
-    if lines[0] != read_lines(changes, n_changes - 1, n_changes)[0].encode():
-        raise BenchError("the continued change stream does not extend changes.jsonl (generator?)")
-    lines = lines[1:]
+    lines = change_lines(env, sizes, changes, n_changes, n_changes, want, "Kafka Streams freshness")
     fr = r["freshness"] = {"rate": rate, "seconds": args.freshness_seconds}
     fresh = subprocess.Popen(
         kstreams_java(env, "Tools", "fresh", "--bootstrap", env.brokers, "--output-prefix", ks["prefix"],
@@ -1637,16 +1699,11 @@ def report(env, results, args, sizes, n_load, n_changes):
     lines += [f"- {n}" for n in notes]
     lines.append("")
 
-    f = results.get("freshness")
-    if f and f.get("p99") is not None:
-        lines.append(f"Freshness (produce → committed document), {f['sent']:,} events at "
-                     f"{f['sent'] / f['elapsed']:,.0f} events/s ({f['how']}) for {f['elapsed']:.0f} s: "
-                     f"p50 {f['p50'] * 1000:.1f} ms, p99 {f['p99'] * 1000:.1f} ms, "
-                     f"max {f['max'] * 1000:.1f} ms (from denormd_event_age_seconds; quantiles "
-                     "interpolated within histogram buckets). The daemon committed "
-                     f"{f['batches']:,} batches, {f['batch_seconds_mean'] * 1000:,.0f} ms each on "
-                     f"average, {f['documents_per_event']:.2f} documents written per event.")
-    else:
+    lines += requests_table(results)
+    fresh = [x for x in results.get("freshness", []) if x.get("p99") is not None]
+    f = default_freshness(results)
+    lines += freshness_table(fresh, results.get("freshness_plot"))
+    if not fresh:
         lines.append("Freshness: not measured" + (" (--skip-kafka)." if args.skip_kafka else "."))
     fe = C.get("feed", {})
     if fe.get("delay", {}).get("p99") is not None:
@@ -1706,8 +1763,7 @@ def report(env, results, args, sizes, n_load, n_changes):
     else:
         targets.append(("freshness p99 <= 100 ms at the default rate", "—", "n/a"))
     rss = [C[k]["rss_kib"] for k in ("replay", "run") if C.get(k, {}).get("rss_kib")]
-    if f and f.get("rss_kib"):
-        rss.append(f["rss_kib"])
+    rss += [x["rss_kib"] for x in fresh if x.get("rss_kib")]
     entities = C.get("replay", {}).get("entities", 0)
     if rss:
         mib = max(rss) / 1024
@@ -1751,6 +1807,101 @@ def report(env, results, args, sizes, n_load, n_changes):
                                                    else f"{c['differ']} differ")
                              for c in results.get("checks", [])) + ".")
     return "\n".join(lines)
+
+
+def requests_table(results):
+    """The table of round trips and statements to PostgreSQL per batch and per event."""
+    C = results["contenders"]
+    rows = [(f"denormd replay, {ph.upper()}", C.get("replay", {}).get(ph, {}).get("requests"))
+            for ph in ("load", "changes")]
+    rows.append(("denormd run, CHANGES", C.get("run", {}).get("changes", {}).get("requests")))
+    rows += [(f"denormd run, freshness at {x['sent'] / x['elapsed']:,.0f} events/s", x.get("requests"))
+             for x in results.get("freshness", []) if x.get("elapsed")]
+    rows = [(label, q) for label, q in rows if q]
+    if not rows:
+        return []
+    out = ["Requests to PostgreSQL (round trips: begin, statements, commit, lock-row provisioning; "
+           "statements: SQL statements they sent; retries included; replay from its summary line, "
+           "run from denormd_store_round_trips_total and denormd_store_statements_total):", "",
+           "| denormd | events | batches | round trips / batch | statements / batch "
+           "| round trips / event | statements / event |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for label, q in rows:
+        out.append(f"| {label} | {q['events']:,} | {q['batches']:,} | {q['round_trips_per_batch']:,.1f} "
+                   f"| {q['statements_per_batch']:,.1f} | {q['round_trips_per_event']:.3f} "
+                   f"| {q['statements_per_event']:.3f} |")
+    return out + [""]
+
+
+def freshness_table(fresh, plot):
+    """The freshness runs, one row per rate, and where their plot is."""
+    if not fresh:
+        return []
+    out = ["Freshness (produce → committed document; denormd_event_age_seconds, quantiles "
+           "interpolated within histogram buckets): each rate a new `denormd run` on the "
+           "reference store and a new topic, caught up when production starts"
+           + (f"; plot: `{os.path.basename(plot)}` beside this file" if plot else "") + ".", "",
+           "| rate | events/s produced | events | p50 | p99 | max | batches | ms per batch "
+           "| documents written / event |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for x in fresh:
+        out.append(f"| {x['rate']:,.0f} ({x['how']}) | {x['sent'] / x['elapsed']:,.0f} | {x['sent']:,} "
+                   f"| {x['p50'] * 1000:,.1f} ms | {x['p99'] * 1000:,.1f} ms | {x['max'] * 1000:,.1f} ms "
+                   f"| {x['batches']:,} | {x['batch_seconds_mean'] * 1000:,.0f} "
+                   f"| {x['documents_per_event']:.2f} |")
+    return out + [""]
+
+
+def freshness_svg(fresh, title):
+    """A hand-written SVG plot: p50 and p99 (ms, log scale) against the produced rate
+    (events/s), with the 100 ms target as a dashed line."""
+    W, H, L, R, T, B = 640, 400, 80, 24, 48, 56  # size and margins
+    pts = [(x["sent"] / x["elapsed"], x["p50"] * 1000, x["p99"] * 1000) for x in fresh]
+    ys = [v for _, a, b in pts for v in (a, b) if v > 0] + [100.0]
+    lo, hi = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
+    hi = max(hi, lo + 1)
+    xmax = max(p[0] for p in pts) * 1.1
+    step = 10 ** math.floor(math.log10(xmax / 5))
+    step *= next(m for m in (1, 2, 5, 10) if xmax / (step * m) <= 6)
+    xmax = math.ceil(xmax / step) * step
+    px = lambda v: L + (W - L - R) * v / xmax  # noqa: E731
+    py = lambda v: H - B - (H - T - B) * (math.log10(v) - lo) / (hi - lo)  # noqa: E731
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+         f'viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">',
+         f'<rect width="{W}" height="{H}" fill="white"/>',
+         f'<text x="{W / 2}" y="22" text-anchor="middle" font-size="14">{title}</text>']
+    for e in range(lo, hi + 1):  # decades: grid and labels
+        y = py(10 ** e)
+        o.append(f'<line x1="{L}" y1="{y:.1f}" x2="{W - R}" y2="{y:.1f}" stroke="#ddd"/>')
+        o.append(f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end">{10 ** e:,}</text>')
+    v = 0
+    while v <= xmax + 1e-9:
+        x = px(v)
+        o.append(f'<line x1="{x:.1f}" y1="{H - B}" x2="{x:.1f}" y2="{H - B + 5}" stroke="black"/>')
+        o.append(f'<text x="{x:.1f}" y="{H - B + 18}" text-anchor="middle">{v:,.0f}</text>')
+        v += step
+    o.append(f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="black"/>')
+    o.append(f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="black"/>')
+    o.append(f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">input rate (events/s)</text>')
+    o.append(f'<text transform="translate(20 {(T + H - B) / 2}) rotate(-90)" text-anchor="middle">'
+             'event age at commit (ms, log scale)</text>')
+    y, ly = py(100), T + 10 + 18 * 2
+    for x1, y1, x2 in ((L, y, W - R), (L + 12, ly, L + 36)):  # the target, and its legend entry
+        o.append(f'<line x1="{x1}" y1="{y1:.1f}" x2="{x2}" y2="{y1:.1f}" stroke="#888" '
+                 'stroke-dasharray="6 4"/>')
+    o.append(f'<text x="{L + 42}" y="{ly + 4}">target: p99 &lt;= 100 ms</text>')
+    for i, (name, color) in enumerate((("p50", "#1f77b4"), ("p99", "#d62728"))):
+        xy = [(px(p[0]), py(p[1 + i])) for p in pts]
+        o.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="'
+                 + " ".join(f"{a:.1f},{b:.1f}" for a, b in xy) + '"/>')
+        for (a, b), p in zip(xy, pts):
+            o.append(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="4" fill="{color}"/>')
+            o.append(f'<text x="{a + 7:.1f}" y="{b - 7:.1f}" fill="{color}">{p[1 + i]:,.0f}</text>')
+        ly = T + 10 + 18 * i
+        o.append(f'<line x1="{L + 12}" y1="{ly}" x2="{L + 36}" y2="{ly}" stroke="{color}" stroke-width="2"/>')
+        o.append(f'<text x="{L + 42}" y="{ly + 4}">{name}</text>')
+    o.append("</svg>")
+    return "\n".join(o) + "\n"
 
 
 def pg_version(env):
@@ -1810,8 +1961,13 @@ def main():
                    help="the peer's JVM heap options (default '-Xms64m -Xmx256m')")
     g = p.add_argument_group("freshness and scaling")
     g.add_argument("--freshness-rate", type=float, default=0, metavar="EVENTS_PER_S",
-                   help="fixed input rate into Kafka (default: 20%% of denormd run's measured "
-                        "CHANGES events/s)")
+                   help="one fixed input rate into Kafka, instead of --freshness-fractions (also "
+                        "the rate of the change feed's delay and the Kafka Streams peer's "
+                        "freshness; default: 20%% of denormd run's measured CHANGES events/s)")
+    g.add_argument("--freshness-fractions", default="0.1,0.2,0.5", metavar="F,F,...",
+                   type=lambda v: [float(x) for x in v.split(",") if x.strip()],
+                   help="freshness is measured at each of these fractions of denormd run's "
+                        "measured CHANGES events/s, a new daemon each (default 0.1,0.2,0.5)")
     g.add_argument("--freshness-seconds", type=float, default=30,
                    help="how long to produce at that rate (default 30)")
     g.add_argument("--scale-small", type=float, default=0.1, metavar="F",
@@ -1889,7 +2045,7 @@ def main():
         if not args.skip_triggers:
             trigger_contenders(env, results, load, changes, n_load, n_changes, ref)
         if not args.skip_kafka:
-            freshness(env, results, changes, n_changes, ref, run_id)
+            freshness(env, results, changes, n_changes, sizes, ref, run_id)
         if small_dir:
             scaling(env, results, small_dir, n_changes)
     except BenchError as e:
@@ -1909,6 +2065,12 @@ def main():
             stop_services(env, started)
     if code == 0 or results["contenders"]:
         elapsed = time.time() - T0
+        fresh = [x for x in results.get("freshness", []) if x.get("p99") is not None]
+        if fresh:
+            results["freshness_plot"] = os.path.splitext(args.results)[0] + "-freshness.svg"
+            os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
+            with open(results["freshness_plot"], "w") as fh:
+                fh.write(freshness_svg(fresh, "denormd run: freshness against input rate"))
         table = report(env, results, args, sizes, locals().get("n_load", 0),
                        locals().get("n_changes", 0)) if "n_load" in locals() else ""
         print(table)

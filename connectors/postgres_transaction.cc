@@ -89,9 +89,11 @@ class PostgresTransaction : public StoreTransaction,
         capture_(capture),
         epoch_(epoch),
         provision_([this, provision = std::move(provision)](const std::string& keys) {
-          ++round_trips_;
+          Sent();
           return provision(keys);
-        }) {}
+        }) {
+    Sent();  // pqxx::work's constructor sent BEGIN
+  }
 
   SourceRows& source() override { return *this; }
   ReferenceIndex& index() override { return *this; }
@@ -100,7 +102,7 @@ class PostgresTransaction : public StoreTransaction,
   WriteLocks& locks() override { return *this; }
 
   Status Commit() override {
-    ++round_trips_;
+    Sent();
     return Guard("committing", [&] { work_.commit(); });
   }
 
@@ -111,6 +113,7 @@ class PostgresTransaction : public StoreTransaction,
   // that grow fast (a first load) have statistics minutes old, with which
   // the planner picks scans and hash joins that cost seconds; forbid those.
   uint64_t round_trips() const override { return round_trips_; }
+  uint64_t statements() const override { return statements_; }
 
   // ---- WriteLocks
 
@@ -122,7 +125,7 @@ class PostgresTransaction : public StoreTransaction,
   Status LockWriters(bool exclusive) override {
     pqxx::result result;
     DENORMD_RETURN_IF_ERROR(Guard("joining the writers", [&] {
-      ++round_trips_;
+      Sent(/*statements=*/2);
       result = work_.exec(std::string("lock table ") + schema_ + ".writers in " +
                           (exclusive ? "exclusive" : "share") + " mode;"
                           " select coalesce((select value from " + schema_ +
@@ -354,7 +357,7 @@ class PostgresTransaction : public StoreTransaction,
 
   Status ExecuteSql(const std::string& sql, std::vector<std::string>* rows) override {
     return Guard("executing SQL", [&] {
-      ++round_trips_;
+      Sent();
       pqxx::result result = work_.exec(sql);
       if (rows == nullptr) return;
       for (const auto& row : result) {
@@ -994,11 +997,18 @@ class PostgresTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
+  // Counts one round trip to the server that sent `statements` SQL
+  // statements (a multi-statement simple query sends several).
+  void Sent(uint64_t statements = 1) {
+    ++round_trips_;
+    statements_ += statements;
+  }
+
   // Runs one statement, prepared once per connection (parsed once; see
   // PreparedStatements), and counts the round trip.
   template <typename... Args>
   pqxx::result Run(const std::string& sql, Args&&... args) {
-    ++round_trips_;
+    Sent();
     return work_.exec_prepared(state_.statements.Name(sql), std::forward<Args>(args)...);
   }
 
@@ -1011,6 +1021,7 @@ class PostgresTransaction : public StoreTransaction,
   std::string change_source_;
   LockRowProvisioner provision_;
   uint64_t round_trips_ = 0;
+  uint64_t statements_ = 0;
 };
 
 }  // namespace

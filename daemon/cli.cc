@@ -405,7 +405,8 @@ int Replay(const Arguments& args) {
               << FormatCount(s.stale) << " stale, " << FormatCount(s.dead_letters)
               << " dead letters; " << FormatCount(s.documents_written) << " documents written, "
               << FormatCount(s.documents_deleted) << " deleted; " << FormatCount(s.round_trips)
-              << " round trips to PostgreSQL; peak RSS " << PeakRssKib() / 1024 << " MiB\n";
+              << " round trips to PostgreSQL (" << FormatCount(s.statements)
+              << " statements); peak RSS " << PeakRssKib() / 1024 << " MiB\n";
   }
   return exit_code;
 }

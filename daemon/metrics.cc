@@ -73,7 +73,8 @@ std::string FormatSampleValue(double value) {
 }
 
 void Metrics::AddBatch(uint64_t applied, uint64_t stale, uint64_t dead, uint64_t written,
-                       uint64_t deleted, double seconds, uint64_t skipped) {
+                       uint64_t deleted, double seconds, uint64_t skipped,
+                       uint64_t round_trips, uint64_t statements) {
   std::lock_guard<std::mutex> lock(mutex_);
   events_applied_ += applied;
   events_stale_ += stale;
@@ -81,6 +82,8 @@ void Metrics::AddBatch(uint64_t applied, uint64_t stale, uint64_t dead, uint64_t
   dead_letters_ += dead;
   documents_written_ += written;
   documents_deleted_ += deleted;
+  store_round_trips_ += round_trips;
+  store_statements_ += statements;
   ++batches_;
   if (std::isnan(seconds)) return;
   if (seconds < 0) seconds = 0;
@@ -189,7 +192,8 @@ std::string Metrics::Render() const {
   // Snapshot under the lock, format outside it: writers on the batch path
   // never wait for the string building.
   uint64_t events_applied, events_stale, records_skipped, dead_letters, documents_written,
-      documents_deleted, batches, batch_retries, duration_count;
+      documents_deleted, batches, batch_retries, store_round_trips, store_statements,
+      duration_count;
   std::array<uint64_t, kBucketCount + 1> duration_buckets;
   double duration_sum, last_commit_timestamp;
   std::map<PartitionKey, int64_t> lag;
@@ -212,6 +216,8 @@ std::string Metrics::Render() const {
     documents_deleted = documents_deleted_;
     batches = batches_;
     batch_retries = batch_retries_;
+    store_round_trips = store_round_trips_;
+    store_statements = store_statements_;
     duration_buckets = duration_buckets_;
     duration_sum = duration_sum_;
     duration_count = duration_count_;
@@ -254,6 +260,12 @@ std::string Metrics::Render() const {
   AppendCounter(&out, "denormd_batch_retries_total",
                 "Batch attempts rolled back and retried after a transient error.",
                 batch_retries);
+  AppendCounter(&out, "denormd_store_round_trips_total",
+                "Requests to the store server by committed batches, their retries included.",
+                store_round_trips);
+  AppendCounter(&out, "denormd_store_statements_total",
+                "SQL statements sent by committed batches, their retries included.",
+                store_statements);
 
   AppendHistogram(&out, "denormd_batch_duration_seconds",
                   "Wall time to apply and commit one batch, including retries.",

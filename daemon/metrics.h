@@ -6,7 +6,8 @@
 //   counters   denormd_events_applied_total, denormd_events_stale_total,
 //              denormd_dead_letters_total, denormd_documents_written_total,
 //              denormd_documents_deleted_total, denormd_batches_total,
-//              denormd_batch_retries_total, denormd_records_skipped_total
+//              denormd_batch_retries_total, denormd_records_skipped_total,
+//              denormd_store_round_trips_total, denormd_store_statements_total
 //   histograms denormd_batch_duration_seconds (buckets kBatchDurationBuckets),
 //              denormd_event_age_seconds (kEventAgeBuckets: Kafka timestamp to
 //              commit, the freshness of every applied record)
@@ -68,9 +69,12 @@ class Metrics {
   // counted in denormd_batches_total but not observed; a negative one is
   // observed as 0.
   // `skipped`: records that carried no change on purpose (Debezium
-  // tombstones), in denormd_records_skipped_total.
+  // tombstones), in denormd_records_skipped_total. `round_trips` and
+  // `statements`: the batch's requests to the store and the SQL statements
+  // they sent, retries included (BatchStats).
   void AddBatch(uint64_t applied, uint64_t stale, uint64_t dead, uint64_t written,
-                uint64_t deleted, double seconds, uint64_t skipped = 0);
+                uint64_t deleted, double seconds, uint64_t skipped = 0,
+                uint64_t round_trips = 0, uint64_t statements = 0);
 
   // Observes the age at commit of each event of a committed batch, and
   // keeps the largest in denormd_event_age_max_seconds.
@@ -119,6 +123,8 @@ class Metrics {
   uint64_t documents_deleted_ = 0;  // GUARDED_BY(mutex_)
   uint64_t batches_ = 0;            // GUARDED_BY(mutex_)
   uint64_t batch_retries_ = 0;      // GUARDED_BY(mutex_)
+  uint64_t store_round_trips_ = 0;  // GUARDED_BY(mutex_)
+  uint64_t store_statements_ = 0;   // GUARDED_BY(mutex_)
   // Observations per bucket, not cumulative; the last entry is +Inf.
   std::array<uint64_t, kBucketCount + 1> duration_buckets_{};  // GUARDED_BY(mutex_)
   double duration_sum_ = 0;                                     // GUARDED_BY(mutex_)

@@ -299,7 +299,8 @@ class Daemon {
 
   void OnCommit(const std::vector<RawRecord>& records, const BatchStats& stats, double seconds) {
     metrics_.AddBatch(stats.applied, stats.stale, stats.dead_letters, stats.documents_written,
-                      stats.documents_deleted, seconds, stats.skipped);
+                      stats.documents_deleted, seconds, stats.skipped, stats.round_trips,
+                      stats.statements);
     const double now = UnixSeconds();
     metrics_.SetLastCommitTimestamp(now);
     std::vector<double> ages;

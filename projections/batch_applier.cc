@@ -110,7 +110,7 @@ Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* st
   // Busy means another writer held a phase-2 lock; the transaction rolled
   // back holding nothing. Retry at once; from the third attempt on, run alone
   // (exclusive writer lock), which always succeeds.
-  uint64_t round_trips = 0;
+  uint64_t round_trips = 0, statements = 0;
   for (int attempt = 1;; ++attempt) {
     const bool exclusive = attempt >= kAttemptsBeforeExclusive;
     std::unique_ptr<StoreTransaction> txn;
@@ -120,9 +120,11 @@ Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* st
     if (status.ok()) status = ApplyInTransaction(*txn, batch, exclusive, &local);
     if (status.ok()) status = txn->Commit();
     round_trips += txn->round_trips();
+    statements += txn->statements();
     if (status.ok()) {
       local.busy_retries = attempt - 1;
       local.round_trips = round_trips;
+      local.statements = statements;
       stats->Add(local);
       return Status::Ok();
     }

@@ -18,6 +18,7 @@ struct BatchStats {
   uint64_t documents_deleted = 0;
   uint64_t busy_retries = 0;        // attempts rolled back because a lock was busy
   uint64_t round_trips = 0;         // to the store server, all attempts
+  uint64_t statements = 0;          // SQL statements sent, all attempts (>= round_trips)
   // Bucket groups whose changed buckets were spliced from the stored ones,
   // and those rendered from every member's entity because the stored buckets
   // did not fit (edited documents, or a `select` changed without a rebuild).
@@ -36,6 +37,7 @@ struct BatchStats {
     documents_deleted += o.documents_deleted;
     busy_retries += o.busy_retries;
     round_trips += o.round_trips;
+    statements += o.statements;
     tails_spliced += o.tails_spliced;
     tails_rendered += o.tails_rendered;
   }

@@ -291,9 +291,11 @@ class StoreTransaction {
   // command's name. Set before writing documents; "" until set.
   virtual void SetChangeSource(const std::string& source) = 0;
   virtual Status Commit() = 0;
-  // Round trips to the store server so far (statements, commit), for the
-  // cost figures; 0 for an in-process store.
+  // Round trips to the store server so far (begin, statements, commit), and
+  // the SQL statements they sent (a multi-statement query of N counts N),
+  // for the cost figures; 0 for an in-process store.
   virtual uint64_t round_trips() const { return 0; }
+  virtual uint64_t statements() const { return 0; }
   // Runs one SQL statement in this transaction and returns its rows as text,
   // tab-separated (maintenance commands on PostgreSQL: `denormd apply`
   // swaps tables with it). Stores without SQL refuse (Fatal).

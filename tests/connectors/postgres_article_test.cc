@@ -34,6 +34,10 @@ TEST_P(PostgresArticleTest, ReplayProducesExactlyTheExpectedTables) {
   ASSERT_TRUE(status.ok()) << status.ToString();
 
   EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(config), expected));
+  // Each transaction at least begins, joins the writers and commits; each
+  // round trip sends one statement or more.
+  EXPECT_GE(report.stats.round_trips, 3 * report.batches);
+  EXPECT_GE(report.stats.statements, report.stats.round_trips);
 
   uint64_t stale = 0, dead = 0;
   testing::ExpectedCounts(expected, &stale, &dead);

@@ -121,7 +121,8 @@ TEST(MetricsTest, FreshRenderHasEveryFamilyAtZero) {
        {"denormd_events_applied_total", "denormd_events_stale_total",
         "denormd_dead_letters_total", "denormd_documents_written_total",
         "denormd_documents_deleted_total", "denormd_batches_total",
-        "denormd_batch_retries_total", "denormd_records_skipped_total"}) {
+        "denormd_batch_retries_total", "denormd_records_skipped_total",
+        "denormd_store_round_trips_total", "denormd_store_statements_total"}) {
     EXPECT_TRUE(Contains(text, std::string("# TYPE ") + counter + " counter\n"));
     EXPECT_EQ(Sample(text, counter), "0") << counter;
   }
@@ -140,7 +141,8 @@ TEST(MetricsTest, CountersSumBatchesAndRetries) {
   Metrics metrics;
   metrics.AddBatch(/*applied=*/100, /*stale=*/3, /*dead=*/1, /*written=*/250,
                    /*deleted=*/7, /*seconds=*/0.2);
-  metrics.AddBatch(40, 0, 2, 60, 0, 0.05, /*skipped=*/5);
+  metrics.AddBatch(40, 0, 2, 60, 0, 0.05, /*skipped=*/5, /*round_trips=*/9,
+                   /*statements=*/11);
   metrics.AddRetry();
   metrics.AddRetry();
   metrics.AddRetry();
@@ -154,6 +156,8 @@ TEST(MetricsTest, CountersSumBatchesAndRetries) {
   EXPECT_EQ(Sample(text, "denormd_batches_total"), "2");
   EXPECT_EQ(Sample(text, "denormd_batch_retries_total"), "3");
   EXPECT_EQ(Sample(text, "denormd_records_skipped_total"), "5");
+  EXPECT_EQ(Sample(text, "denormd_store_round_trips_total"), "9");
+  EXPECT_EQ(Sample(text, "denormd_store_statements_total"), "11");
 }
 
 TEST(MetricsTest, HistogramBucketsAreCumulative) {
