@@ -8,6 +8,8 @@
 // at the boundary: nothing here throws to the caller.
 #include "config/config.h"
 
+#include "common/text.h"
+
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -1533,14 +1535,9 @@ std::string NormalizedModel(const Config& config) {
 }
 
 std::string ModelFingerprint(const Config& config) {
-  // FNV-1a, 64 bits: stable across builds and platforms (std::hash is not).
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : NormalizedModel(config)) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
   char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  std::snprintf(text, sizeof text, "%016llx",
+                static_cast<unsigned long long>(Fnv1a64(NormalizedModel(config))));
   return text;
 }
 

@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "common/redact.h"
+#include "common/text.h"
 
 namespace denormd {
 
@@ -90,13 +91,18 @@ std::string HexDecode(const char* hex) {
   return out;
 }
 
-int64_t LockRowId(const std::string& key) {
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : key) {
-    hash ^= c;
-    hash *= 1099511628211ull;
+int64_t LockRowId(const std::string& key) { return static_cast<int64_t>(Fnv1a64(key)); }
+
+void RowsAsText(const pqxx::result& result, std::vector<std::string>* rows) {
+  if (rows == nullptr) return;
+  for (const auto& row : result) {
+    std::string line;
+    for (pqxx::row::size_type i = 0; i < row.size(); ++i) {
+      if (i) line += '\t';
+      line += row[i].is_null() ? "" : row[i].c_str();
+    }
+    rows->push_back(line);
   }
-  return static_cast<int64_t>(hash);
 }
 
 }  // namespace denormd

@@ -10,6 +10,10 @@
 
 #include "common/status.h"
 
+namespace pqxx {
+class result;
+}  // namespace pqxx
+
 namespace denormd {
 
 // Converts a libpqxx exception into a Status that says what a retry would
@@ -41,6 +45,10 @@ std::string HexDecode(const char* hex);
 
 // FNV-1a 64-bit hash of a lock key: the row of the locks table that stands for it.
 int64_t LockRowId(const std::string& key);
+
+// A result's rows as text, fields separated by tabs (NULL as ""); appended
+// to *rows unless it is null.
+void RowsAsText(const pqxx::result& result, std::vector<std::string>* rows);
 
 }  // namespace denormd
 

@@ -543,15 +543,7 @@ Status PostgresStore::Execute(const std::string& sql, std::vector<std::string>* 
     pqxx::work work(connection_->pq);
     pqxx::result result = work.exec(sql);
     work.commit();
-    if (rows == nullptr) return;
-    for (const auto& row : result) {
-      std::string line;
-      for (pqxx::row::size_type i = 0; i < row.size(); ++i) {
-        if (i) line += '\t';
-        line += row[i].is_null() ? "" : row[i].c_str();
-      }
-      rows->push_back(line);
-    }
+    RowsAsText(result, rows);
   });
 }
 

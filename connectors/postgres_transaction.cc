@@ -358,16 +358,7 @@ class PostgresTransaction : public StoreTransaction,
   Status ExecuteSql(const std::string& sql, std::vector<std::string>* rows) override {
     return Guard("executing SQL", [&] {
       Sent();
-      pqxx::result result = work_.exec(sql);
-      if (rows == nullptr) return;
-      for (const auto& row : result) {
-        std::string line;
-        for (pqxx::row::size_type i = 0; i < row.size(); ++i) {
-          if (i) line += '\t';
-          line += row[i].is_null() ? "" : row[i].c_str();
-        }
-        rows->push_back(line);
-      }
+      RowsAsText(work_.exec(sql), rows);
     });
   }
 

@@ -12,6 +12,7 @@
 #include <rapidjson/writer.h>
 
 #include "common/crash_point.h"
+#include "common/text.h"
 #include "connectors/postgres_sql.h"
 #include "connectors/postgres_store.h"
 #include "projections/batch_applier.h"
@@ -45,23 +46,9 @@ double Since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::string FormatNumber(uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-// FNV-1a: which units a sample takes (stable across runs).
+// Which units a sample takes (the same in every run).
 bool InSample(const std::string& unit, double fraction) {
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : unit) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return static_cast<double>(hash % 1000000) < fraction * 1000000;
+  return static_cast<double>(Fnv1a64(unit) % 1000000) < fraction * 1000000;
 }
 
 // The indexes CreateTables makes for a collection, by name suffix.
@@ -329,7 +316,7 @@ class Reconfiguration {
     MaintenanceOptions options;
     options.page_size = kPageSize;
     options.on_page = [this](const std::string& what, uint64_t n) {
-      if (n % (kPageSize * 20) == 0) Progress(what + ": " + FormatNumber(n) + " entities");
+      if (n % (kPageSize * 20) == 0) Progress(what + ": " + FormatCount(n) + " entities");
     };
     auto start = std::chrono::steady_clock::now();
     if (!reindex_types_.empty()) {
@@ -345,7 +332,7 @@ class Reconfiguration {
     start = std::chrono::steady_clock::now();
     options.on_page = [this](const std::string& projection, uint64_t units) {
       if (units % (kPageSize * 20) == 0) {
-        Progress("building " + projection + ": " + FormatNumber(units) + " units");
+        Progress("building " + projection + ": " + FormatCount(units) + " units");
       }
     };
     if (options_.sample < 1.0) {
@@ -413,7 +400,7 @@ class Reconfiguration {
       DENORMD_RETURN_IF_ERROR(ApplyJournal(*txn, taken));
       DENORMD_RETURN_IF_ERROR(txn->Commit());
       Step("apply_caught_up");
-      Progress("catch-up round " + std::to_string(round) + ": " + FormatNumber(taken.size()) +
+      Progress("catch-up round " + std::to_string(round) + ": " + FormatCount(taken.size()) +
                " changes");
       if (taken.size() < kSwitchBelowChanges) return Status::Ok();
     }
@@ -545,7 +532,7 @@ class Reconfiguration {
     report_->switch_ms = Since(start) * 1000;
     report_->to_epoch = epoch;
     Progress("switched to epoch " + std::to_string(epoch) + " (" +
-             FormatNumber(taken.size()) + " changes caught up while the writers waited)");
+             FormatCount(taken.size()) + " changes caught up while the writers waited)");
     return Status::Ok();
   }
 
@@ -674,15 +661,15 @@ std::string FormatReport(const ReconfigureReport& r, bool plan, const std::strin
     uint64_t w = 0, d = 0, u = 0;
     for (const CollectionCounts& cc : r.collections) {
       std::snprintf(line, sizeof line, "  %-28s %12s %12s %12s%s\n", cc.collection.c_str(),
-                    FormatNumber(cc.written).c_str(), FormatNumber(cc.deleted).c_str(),
-                    FormatNumber(cc.unchanged).c_str(), cc.dropped ? "  (dropped)" : "");
+                    FormatCount(cc.written).c_str(), FormatCount(cc.deleted).c_str(),
+                    FormatCount(cc.unchanged).c_str(), cc.dropped ? "  (dropped)" : "");
       out << line;
       w += cc.written;
       d += cc.deleted;
       u += cc.unchanged;
     }
-    std::snprintf(line, sizeof line, "  %-28s %12s %12s %12s\n", "total", FormatNumber(w).c_str(),
-                  FormatNumber(d).c_str(), FormatNumber(u).c_str());
+    std::snprintf(line, sizeof line, "  %-28s %12s %12s %12s\n", "total", FormatCount(w).c_str(),
+                  FormatCount(d).c_str(), FormatCount(u).c_str());
     out << line;
   }
   char timing[256];
@@ -690,15 +677,15 @@ std::string FormatReport(const ReconfigureReport& r, bool plan, const std::strin
     std::snprintf(timing, sizeof timing,
                   "time: index %.2f s, %s documents built in %.2f s; apply would take about "
                   "%.1f s plus its catch-up\n",
-                  r.index_seconds, FormatNumber(r.documents_built).c_str(), r.build_seconds,
+                  r.index_seconds, FormatCount(r.documents_built).c_str(), r.build_seconds,
                   r.estimated_seconds);
     out << timing << "apply it with: denormd apply -c " << file << "\n";
   } else {
     std::snprintf(timing, sizeof timing,
                   "time: index %.2f s (%s entities), build %.2f s (%s documents), %s changes "
                   "caught up, switch %.0f ms\n",
-                  r.index_seconds, FormatNumber(r.entities_reindexed).c_str(), r.build_seconds,
-                  FormatNumber(r.documents_built).c_str(), FormatNumber(r.journal_changes).c_str(),
+                  r.index_seconds, FormatCount(r.entities_reindexed).c_str(), r.build_seconds,
+                  FormatCount(r.documents_built).c_str(), FormatCount(r.journal_changes).c_str(),
                   r.switch_ms);
     out << timing;
   }

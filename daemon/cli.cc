@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "common/redact.h"
+#include "common/text.h"
 #include "config/config.h"
 #include "connectors/kafka_publisher.h"
 #include "connectors/kafka_source.h"
@@ -303,15 +304,6 @@ std::optional<Config> LoadConfigOrReport(const Arguments& args) {
   }
   ApplyLogConfig(config->log);
   return config;
-}
-
-std::string FormatCount(uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {

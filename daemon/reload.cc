@@ -20,14 +20,21 @@ ReloadDecision DecideReload(const Config& running, const Config& fresh) {
       decision.live.push_back(std::move(setting));
       continue;
     }
-    if (setting.rfind("projections.", 0) == 0) decision.needs_rebuild = true;
+    if (setting.rfind("projections.", 0) == 0 || setting == "entities") {
+      decision.needs_apply = true;
+    } else {
+      decision.needs_other_restart = true;
+    }
     decision.needs_restart.push_back(std::move(setting));
   }
   return decision;
 }
 
 std::string RefusedReloadRemedy(const ReloadDecision& decision) {
-  return decision.needs_rebuild ? "`denormd rebuild` and a restart" : "a restart";
+  if (!decision.needs_apply) return "a restart";
+  // Running instances load the projections `apply` makes current by
+  // themselves; the other settings still need a restart.
+  return decision.needs_other_restart ? "`denormd apply` and a restart" : "`denormd apply`";
 }
 
 void ApplyLogConfig(const LogConfig& log) {

@@ -423,11 +423,6 @@ class Daemon {
            {"kept", "the running configuration"}});
       return "reload refused: invalid configuration";
     }
-    // The projections are the store's (denormd apply changes them, not the
-    // file): only the rest of the file is compared.
-    fresh->entities = running_.entities;
-    fresh->projections = running_.projections;
-    fresh->model_yaml = running_.model_yaml;
     const ReloadDecision decision = DecideReload(running_, *fresh);
     if (!decision.accepted()) {
       Log(LogLevel::kError, "config_reload_refused",

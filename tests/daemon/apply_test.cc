@@ -358,6 +358,28 @@ TEST(Apply, TheSwitchCapturesItsChangesForTheFeed) {
   EXPECT_NE(std::string::npos, expected.find("book_titles: written ")) << expected;
 }
 
+// A config that does not validate is refused before anything is touched.
+TEST(Apply, AnInvalidConfigChangesNothing) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  std::string bad_text = ArticleText(schema, {&Changes()[1]});
+  Replace(&bad_text, "lookup: publisher, by: pubId", "lookup: publisherz, by: pubId");
+  const std::string bad = testing::WriteTempFile("bad.yaml", bad_text);
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  testing::CommandResult refused = Denormd({"apply", "-c", bad});
+  EXPECT_EQ(2, refused.code);
+  EXPECT_NE(std::string::npos, refused.err.find("publisherz")) << refused.err;
+  EXPECT_EQ(std::vector<std::string>{"1"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(std::vector<std::string>{"0"},
+            Sql("select count(*) from " + schema + ".meta where key = 'applying'"));
+  EXPECT_EQ(0, RunDenormd({"verify", "-c", v1}, &output)) << output;
+}
+
 class KilledApply : public ::testing::TestWithParam<const char*> {};
 
 // kill -9 at each step: the old projections keep serving, `status` tells,

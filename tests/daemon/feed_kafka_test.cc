@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/text.h"
 #include "tests/test_support.h"
 
 namespace denormd {
@@ -180,14 +181,9 @@ TEST(FeedKafka, TheRandomScenarioPublishedByARelayOfItsOwn) {
   EXPECT_GT(waiting, 1000);
   std::string output;
   ASSERT_EQ(0, RunDenormd({"status", "-c", s.config_file}, &output)) << output;
-  EXPECT_NE(std::string::npos, output.find("outbox: " + [&] {
-    std::string digits = std::to_string(waiting), out;
-    for (size_t i = 0; i < digits.size(); ++i) {
-      if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-      out += digits[i];
-    }
-    return out;
-  }() + " changes waiting")) << output;
+  EXPECT_NE(std::string::npos,
+            output.find("outbox: " + FormatCount(static_cast<uint64_t>(waiting)) + " changes waiting"))
+      << output;
   EXPECT_NE(std::string::npos, output.find("published: nothing yet")) << output;
 
   const int port = 24000 + getpid() % 1000;

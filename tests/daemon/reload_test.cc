@@ -49,8 +49,17 @@ TEST(Reload, RefusesEverythingElseAllOrNothing) {
   EXPECT_FALSE(decision.accepted());
   EXPECT_EQ((std::vector<std::string>{"source.kafka.group", "projections.authors"}),
             decision.needs_restart);
-  EXPECT_TRUE(decision.needs_rebuild);
-  EXPECT_EQ("`denormd rebuild` and a restart", RefusedReloadRemedy(decision));
+  EXPECT_TRUE(decision.needs_apply);
+  EXPECT_EQ("`denormd apply` and a restart", RefusedReloadRemedy(decision));
+}
+
+TEST(Reload, AChangedProjectionAloneNeedsApplyNotARestart) {
+  std::string changed = kConfig;
+  changed.replace(changed.find("{from: author}"), 14, "{from: author, exclude: [secret]}");
+  const ReloadDecision decision = DecideReload(Parse(kConfig), Parse(changed));
+  EXPECT_FALSE(decision.accepted());
+  EXPECT_EQ(std::vector<std::string>{"projections.authors"}, decision.needs_restart);
+  EXPECT_EQ("`denormd apply`", RefusedReloadRemedy(decision));
 }
 
 TEST(Reload, StoreChangesNeedARestartOnly) {

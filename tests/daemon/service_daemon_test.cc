@@ -287,8 +287,7 @@ TEST(ServiceDaemon, SighupAppliesBatchSettingsAndRefusesAChangedProjection) {
   ASSERT_TRUE(WaitUntil([&] { return Has(daemon.Log(), "event=config_reload_refused"); }, kPatience));
   const std::string refused = daemon.Log();
   EXPECT_TRUE(Has(refused, "level=error event=config_reload_refused file=" + t.config_file +
-                               " changed=projections.portfolios needs=\"`denormd rebuild` and a "
-                               "restart\""))
+                               " changed=projections.portfolios needs=\"`denormd apply`\""))
       << refused;
   EXPECT_TRUE(Has(manager.received().back(), "reload refused: projections.portfolios"))
       << manager.received().back();

@@ -1,0 +1,19 @@
+// Small pure helpers on text that several layers share.
+#ifndef DENORMD_COMMON_TEXT_H_
+#define DENORMD_COMMON_TEXT_H_
+
+#include <cstdint>
+#include <string>
+
+namespace denormd {
+
+// A count with thousands separators: 1234567 -> "1,234,567".
+std::string FormatCount(uint64_t n);
+
+// FNV-1a, 64 bits: a hash that is the same on every build and platform
+// (std::hash is not), for what is stored or compared across processes.
+uint64_t Fnv1a64(const std::string& text);
+
+}  // namespace denormd
+
+#endif  // DENORMD_COMMON_TEXT_H_
