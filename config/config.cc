@@ -1543,7 +1543,7 @@ std::string ModelFingerprint(const Config& config) {
 
 std::optional<Config> WithModel(const Config& base, const std::string& model_yaml,
                                 const std::string& origin, const DerivationSyntaxes& kinds,
-                                std::vector<ConfigError>* errors) {
+                                std::vector<ConfigError>* errors, bool without_feed) {
   std::vector<ConfigError> local_errors;
   if (errors == nullptr) errors = &local_errors;
   errors->clear();
@@ -1559,6 +1559,7 @@ std::optional<Config> WithModel(const Config& base, const std::string& model_yam
       document.remove(section);
       if (model[section]) document[section] = model[section];
     }
+    if (without_feed) document.remove("feed");
     YAML::Emitter out;
     out << document;
     text = out.c_str();
@@ -1569,6 +1570,7 @@ std::optional<Config> WithModel(const Config& base, const std::string& model_yam
   std::optional<Config> parsed = ParseConfig(text, origin, kinds, errors);
   if (!parsed) return std::nullopt;
   Config config = base;
+  if (without_feed) config.feed.reset();
   config.entities = std::move(parsed->entities);
   config.projections = std::move(parsed->projections);
   config.model_yaml = std::move(parsed->model_yaml);

@@ -349,10 +349,12 @@ std::string NormalizedProjectionText(const ProjectionConfig& projection);
 // with those sections swapped in, so every cross-check (the feed's
 // collections, the topics' entity types) is made again. Every other setting,
 // overrides included, is `base`'s. `origin` names the model in errors
-// ("the store's projections, epoch 3").
+// ("the store's projections, epoch 3"). With `without_feed` the result has
+// no change feed (and the feed's collections are not checked against the
+// model).
 std::optional<Config> WithModel(const Config& base, const std::string& model_yaml,
                                 const std::string& origin, const DerivationSyntaxes& kinds,
-                                std::vector<ConfigError>* errors);
+                                std::vector<ConfigError>* errors, bool without_feed = false);
 
 // Path and template syntax, shared by the parser and by tests. InvalidInput
 // with what is wrong and where on bad syntax.

@@ -147,19 +147,20 @@ class Reconfiguration {
     report_->from_epoch = stored.epoch;
     report_->from_fingerprint = stored.fingerprint;
     std::vector<ConfigError> errors;
+    // Without the feed: the file's feed may publish a collection only the
+    // new model has (and the live store writes no outbox rows itself here).
     std::optional<Config> running = WithModel(
         target_, stored.yaml, "the projections schema " + target_.store.schema + " runs (epoch " +
                                   std::to_string(stored.epoch) + ")",
-        &errors);
+        &errors, /*without_feed=*/true);
     if (!running) {
       std::string text;
       for (const ConfigError& error : errors) text += "\n  " + error.ToString("");
       return Status::InvalidInput(
-          "the store's recorded projections do not read back with this file's other settings "
-          "(a feed naming a collection the store's model lacks?):" + text);
+          "the store's recorded projections do not read back with this file's other settings:" +
+          text);
     }
     running_ = std::make_unique<Config>(std::move(*running));
-    running_->feed.reset();  // the live store writes no outbox rows itself here
     live_ = std::make_unique<PostgresStore>(*running_, options_.postgres);
     DENORMD_RETURN_IF_ERROR(live_->Open(PostgresStore::OpenMode::kInspect));
     // One plan or apply at a time on a schema: a session lock, released

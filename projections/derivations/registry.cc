@@ -46,8 +46,9 @@ std::optional<Config> ParseConfig(const std::string& yaml_text, const std::strin
 }
 
 std::optional<Config> WithModel(const Config& base, const std::string& model_yaml,
-                                const std::string& origin, std::vector<ConfigError>* errors) {
-  return WithModel(base, model_yaml, origin, BuiltinDerivations(), errors);
+                                const std::string& origin, std::vector<ConfigError>* errors,
+                                bool without_feed) {
+  return WithModel(base, model_yaml, origin, BuiltinDerivations(), errors, without_feed);
 }
 
 }  // namespace denormd

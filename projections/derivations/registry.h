@@ -34,7 +34,8 @@ std::optional<Config> LoadConfig(const std::string& file, std::vector<ConfigErro
 std::optional<Config> ParseConfig(const std::string& yaml_text, const std::string& file,
                                   std::vector<ConfigError>* errors);
 std::optional<Config> WithModel(const Config& base, const std::string& model_yaml,
-                                const std::string& origin, std::vector<ConfigError>* errors);
+                                const std::string& origin, std::vector<ConfigError>* errors,
+                                bool without_feed = false);
 
 }  // namespace denormd
 

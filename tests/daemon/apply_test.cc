@@ -323,8 +323,11 @@ TEST(Apply, TheSwitchCapturesItsChangesForTheFeed) {
   Sql("drop schema if exists " + schema + " cascade");
   const std::string feed = "feed:\n  topic: documents\n";
   const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}) + feed);
+  // The new file's feed names the new collection (which the store's model
+  // lacks until the switch).
   const std::string v2 = testing::WriteTempFile(
-      "v2.yaml", ArticleText(schema, {&Changes()[1], &Changes()[4]}) + feed);
+      "v2.yaml", ArticleText(schema, {&Changes()[1], &Changes()[4]}) + feed +
+                     "  collections: {book_titles: titles}\n");
   std::string output;
   ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
                           &output))
