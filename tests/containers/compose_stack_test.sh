@@ -161,8 +161,44 @@ import json, sys
 expected = json.load(open(sys.argv[1]))
 actual = json.load(open(sys.argv[2]))
 bad = 0
+
+def groups(docs, shape):
+    """A stable bucket collection by group: its items in seq order, and its
+    invariant breaches (which bucket holds which member depends on how the
+    events were split into batches; DESIGN.md "Buckets (revised contract)")."""
+    out, breaches = {}, []
+    by, field, size = shape["by"], shape["field"], shape["size"]
+    per_group = {}
+    for doc in docs.values():
+        per_group.setdefault(doc.get(by), []).append(doc)
+    for group, buckets in per_group.items():
+        buckets.sort(key=lambda d: d["seq"])
+        if len({d["seq"] for d in buckets}) != len(buckets):
+            breaches.append("group %s: repeated seq" % group)
+        for i, d in enumerate(buckets):
+            n = len(d[field])
+            low = 1 if i == len(buckets) - 1 else (size + 1) // 2
+            if not low <= n <= size:
+                breaches.append("%s: %d items, outside %d..%d" % (d["id"], n, low, size))
+        out[group] = [item for d in buckets for item in d[field]]
+    return out, breaches
+
 for coll, docs in sorted(expected["collections"].items()):
     got = actual.get(coll) or {}
+    shape = expected.get("buckets", {}).get(coll)
+    if shape and shape.get("layout") == "stable":
+        want, _ = groups(docs, shape)
+        have, breaches = groups(got, shape)
+        for line in breaches:
+            bad += 1
+            print("    %s %s" % (coll, line), file=sys.stderr)
+        for group in sorted(set(want) | set(have), key=str):
+            if want.get(group) != have.get(group):
+                bad += 1
+                print("    %s group %s: items in seq order differ:\n      expected %s\n      actual   %s" % (
+                    coll, group, json.dumps(want.get(group)), json.dumps(have.get(group))),
+                    file=sys.stderr)
+        continue
     for doc_id in sorted(set(docs) | set(got)):
         if docs.get(doc_id) != got.get(doc_id):
             bad += 1
