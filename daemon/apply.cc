@@ -30,6 +30,11 @@ constexpr size_t kSwitchBelowChanges = 2000;
 constexpr int kMaxCatchUpRounds = 50;
 constexpr size_t kPageSize = 1000;
 
+// A live row `l` and a built row `s` are the same document (a pk that
+// changed makes another document).
+constexpr const char* kSameDocument =
+    " l.projection = s.projection and l.id = s.id and coalesce(l.pk, '') = coalesce(s.pk, '')";
+
 std::string Ident(const std::string& name) {
   std::string out = "\"";
   for (char c : name) out += c == '"' ? std::string("\"\"") : std::string(1, c);
@@ -299,16 +304,7 @@ class Reconfiguration {
 
     // Index rows of relations the running model does not keep (an earlier
     // plan's or a killed apply's) are stale: removed before building.
-    std::vector<std::string> running_relations;
-    for (const std::string& type : running_->entities) {
-      for (const Relation* relation : running_plan_->ForType(type).relations) {
-        running_relations.push_back(type + " " + relation->name());
-      }
-    }
-    const std::string keep = RelationCondition(SplitRelations(running_relations));
-    DENORMD_RETURN_IF_ERROR(live_->Execute("delete from " + schema_ + ".refs where not " + keep +
-                                           "; delete from " + schema_ + ".ref_counts where not " +
-                                           keep));
+    DENORMD_RETURN_IF_ERROR(live_->Execute(DeleteRowsOfOtherRelations()));
     std::set<std::string> types;
     for (const auto& relation : SplitRelations(report_->change.relations_added)) {
       types.insert(relation.first);
@@ -350,6 +346,20 @@ class Reconfiguration {
     report_->estimated_seconds =
         report_->index_seconds + report_->build_seconds / std::max(options_.sample, 1e-6);
     return Status::Ok();
+  }
+
+  // The statements that delete the index rows (and counters) of every
+  // relation the running model does not keep.
+  std::string DeleteRowsOfOtherRelations() const {
+    std::vector<std::string> running_relations;
+    for (const std::string& type : running_->entities) {
+      for (const Relation* relation : running_plan_->ForType(type).relations) {
+        running_relations.push_back(type + " " + relation->name());
+      }
+    }
+    const std::string keep = RelationCondition(SplitRelations(running_relations));
+    return "delete from " + schema_ + ".refs where not " + keep + "; delete from " + schema_ +
+           ".ref_counts where not " + keep + ";";
   }
 
   // An entity's index rows under both models: the running model's (its
@@ -422,8 +432,7 @@ class Reconfiguration {
           "select to_regclass(" + Literal(live) + ") is not null", &rows));
       const bool exists = !rows.empty() && rows[0] == "t";
       rows.clear();
-      const std::string join = " l.projection = s.projection and l.id = s.id"
-                               " and coalesce(l.pk, '') = coalesce(s.pk, '')";
+      const std::string join = kSameDocument;
       if (exists) {
         DENORMD_RETURN_IF_ERROR(txn.ExecuteSql(
             "select count(*) filter (where l.id is null or l.doc is distinct from s.doc),"
@@ -483,17 +492,7 @@ class Reconfiguration {
     for (const std::string& collection : report_->change.collections_rebuilt) {
       sql += "drop table if exists " + Table(collection + suffix_) + ";";
     }
-    std::vector<std::string> running_relations;
-    if (running_plan_) {
-      for (const std::string& type : running_->entities) {
-        for (const Relation* relation : running_plan_->ForType(type).relations) {
-          running_relations.push_back(type + " " + relation->name());
-        }
-      }
-      const std::string keep = RelationCondition(SplitRelations(running_relations));
-      sql += "delete from " + schema_ + ".refs where not " + keep + "; delete from " + schema_ +
-             ".ref_counts where not " + keep + ";";
-    }
+    if (running_plan_) sql += DeleteRowsOfOtherRelations();
     return sql.empty() ? Status::Ok() : live_->Execute(sql);
   }
 
@@ -550,8 +549,7 @@ class Reconfiguration {
         continue;
       }
       const std::string live = Table(collection), built = Table(collection + suffix_);
-      const std::string join = " l.projection = s.projection and l.id = s.id"
-                               " and coalesce(l.pk, '') = coalesce(s.pk, '')";
+      const std::string join = kSameDocument;
       const std::string insert = " insert into " + schema_ +
                                  ".outbox (collection, id, pk, doc, source) select " +
                                  Literal(collection) + ", ";
