@@ -18,6 +18,49 @@ std::shared_ptr<JsonDocument> NewEntityJson() {
   return std::shared_ptr<JsonDocument>(holder, &holder->document);  // shares the holder
 }
 
+namespace {
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The code unit of the backslash-u escape at text[at] (6 bytes), or -1.
+int EscapedCodeUnit(const std::string& text, size_t at) {
+  if (at + 6 > text.size() || text[at] != '\\' || text[at + 1] != 'u') return -1;
+  int unit = 0;
+  for (size_t k = at + 2; k < at + 6; ++k) {
+    const int digit = HexDigit(text[k]);
+    if (digit < 0) return -1;
+    unit = unit * 16 + digit;
+  }
+  return unit;
+}
+
+// The offset of an escape of a low surrogate (DC00-DFFF) that does not
+// follow the escape of a high one, or npos. RapidJSON 1.1 refuses a high
+// surrogate without its low half but encodes a lone low one as the 3 bytes
+// ED B0..BF xx, which are not UTF-8: PostgreSQL would refuse the document and
+// two equal documents would compare unequal. Only called on text that parsed,
+// where a backslash can only be inside a string, starting an escape.
+size_t FindLoneLowSurrogate(const std::string& text) {
+  for (size_t at = text.find('\\'); at != std::string::npos; at = text.find('\\', at)) {
+    const int unit = EscapedCodeUnit(text, at);
+    if (unit >= 0xD800 && unit <= 0xDBFF) {
+      at += 12;  // the pair, which the parser has checked
+    } else if (unit >= 0xDC00 && unit <= 0xDFFF) {
+      return at;
+    } else {
+      at += 2;  // any other escape, including "\\"
+    }
+  }
+  return std::string::npos;
+}
+
+}  // namespace
+
 Status ParseJson(const std::string& text, JsonDocument* out) {
   // Iterative: no input can exhaust the stack while parsing.
   out->Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag |
@@ -27,6 +70,13 @@ Status ParseJson(const std::string& text, JsonDocument* out) {
     return Status::InvalidInput(std::string("not valid JSON: ") +
                                 rapidjson::GetParseError_En(out->GetParseError()) +
                                 " at byte " + std::to_string(out->GetErrorOffset()));
+  }
+  const size_t lone = FindLoneLowSurrogate(text);
+  if (lone != std::string::npos) {
+    out->SetNull();
+    return Status::InvalidInput("not valid JSON: the escape " + text.substr(lone, 6) +
+                                " is half of a UTF-16 surrogate pair, at byte " +
+                                std::to_string(lone));
   }
   return Status::Ok();
 }

@@ -86,7 +86,7 @@ TEST(HostileInput, EveryBadEventIsADeadLetterAndEveryGoodOneApplies) {
   const std::string config_file = testing::ArticleConfigFile(&config);
   const std::string& schema = config.store.schema;
   std::vector<Case> cases = StaticCases();
-  ASSERT_EQ(26u, cases.size());
+  ASSERT_EQ(29u, cases.size());
   for (Case& generated : GeneratedCases()) cases.push_back(std::move(generated));
   std::string text;
   uint64_t bad = 0, good = 0;

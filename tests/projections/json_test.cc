@@ -1,4 +1,5 @@
-// SplitArrayField reads the items of a stored bucket without re-encoding them.
+// SplitArrayField reads the items of a stored bucket without re-encoding them;
+// ParseJson accepts only text whose strings are UTF-8.
 #include <gtest/gtest.h>
 
 #include "projections/json.h"
@@ -35,6 +36,23 @@ TEST(SplitArrayField, FalseWhenThereIsNoSuchArray) {
   EXPECT_FALSE(SplitArrayField(R"(["items", [1]])", "items", &items));
   EXPECT_FALSE(SplitArrayField(R"({"items": [1, 2)", "items", &items));  // cut short
   EXPECT_FALSE(SplitArrayField(R"({"a\"b": [1]})", "a\"b", &items));     // would need escaping
+}
+
+TEST(ParseJson, RefusesALoneLowSurrogateEscape) {
+  JsonDocument doc;
+  // RapidJSON alone would encode these as bytes that are not UTF-8.
+  for (const char* text : {R"({"n":"\uDDDD800"})", R"(["\udc00"])",
+                           R"({"n":"\uD83D\uDE00\uDE00"})", R"({"\uDFFF":1})"}) {
+    const Status status = ParseJson(text, &doc);
+    EXPECT_TRUE(status.IsInvalidInput()) << text;
+    EXPECT_NE(std::string::npos, status.ToString().find("half of a UTF-16 surrogate pair"))
+        << status.ToString();
+  }
+  // A pair, an escaped backslash before "uDC00", and the text outside escapes.
+  ASSERT_TRUE(ParseJson(R"({"n":"\uD83D\uDE00 \\uDC00 uDC00"})", &doc).ok());
+  EXPECT_EQ("\xF0\x9F\x98\x80 \\uDC00 uDC00", std::string(doc["n"].GetString()));
+  // A high half without its low one was already refused by the parser.
+  EXPECT_TRUE(ParseJson(R"(["\uD83D"])", &doc).IsInvalidInput());
 }
 
 }  // namespace
