@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "projections/buckets/bucket_documents.h"
 #include "projections/reference_index.h"
@@ -51,6 +52,19 @@ bool InRange(const IndexKey& key, const std::optional<IndexKey>& lower,
              const std::optional<IndexKey>& upper) {
   return (!lower || !(key < *lower)) && (!upper || key < *upper);
 }
+
+// A group's member changes, indexed for the runs that splice them.
+struct GroupMoves {
+  explicit GroupMoves(const std::vector<MemberChange>& changes) {
+    for (const MemberChange& change : changes) {
+      changed.insert(change.id);
+      if (change.before) befores.push_back(*change.before);
+    }
+    std::sort(befores.begin(), befores.end());
+  }
+  std::unordered_set<std::string> changed;  // ids
+  std::vector<IndexKey> befores;            // their keys before the batch, sorted
+};
 
 bool SameItem(const std::string& a, const std::string& b) {
   if (a == b) return true;
@@ -400,7 +414,11 @@ class StableBatch {
     std::vector<Referrer> scanned;
     DENORMD_RETURN_IF_ERROR(
         txn_.index().Scan(relation_, ranges, ReferenceIndex::Read::kKeys, &scanned));
-    for (const Referrer& member : scanned) members_[member.target].insert(member.key());
+    for (const Referrer& member : scanned) members_[member.target].push_back(member.key());
+    for (auto& entry : members_) {  // ranges of one group can overlap
+      std::sort(entry.second.begin(), entry.second.end());
+      entry.second.erase(std::unique(entry.second.begin(), entry.second.end()), entry.second.end());
+    }
     std::vector<DocumentRow> rows;
     if (!documents.empty()) DENORMD_RETURN_IF_ERROR(txn_.documents().Load(projection_, documents, &rows));
     for (DocumentRow& row : rows) stored_[row.id] = std::move(row);
@@ -413,8 +431,8 @@ class StableBatch {
     // One sample per run: its first member, to check stored items against.
     for (const auto& entry : plans) {
       for (const Run& run : entry.second.runs) {
-        auto& members = members_[entry.first];
-        auto it = run.lower ? members.lower_bound(*run.lower) : members.begin();
+        const std::vector<IndexKey>& members = members_[entry.first];
+        auto it = From(members, run.lower);
         if (it != members.end()) keys.push_back({relation_.entity_type(), it->id});
       }
     }
@@ -427,29 +445,27 @@ class StableBatch {
   }
 
   // The documents of one run; false when the stored buckets do not add up.
+  // `moves` is the group's changes, indexed once for all its runs.
   bool Splice(const std::string& group, const GroupPlan& plan, const Run& run,
-              const std::vector<MemberChange>& changes, std::vector<DocumentRow>* rows,
+              const GroupMoves& moves, std::vector<DocumentRow>* rows,
               std::vector<std::string>* removed) {
     // The members now, in order: exactly new_members of them in the range.
     std::vector<IndexKey> now;
-    const auto& members = members_[group];
-    for (auto it = run.lower ? members.lower_bound(*run.lower) : members.begin();
-         it != members.end() && InRange(*it, run.lower, run.upper); ++it) {
+    const std::vector<IndexKey>& members = members_[group];
+    for (auto it = From(members, run.lower); it != members.end() && InRange(*it, run.lower, run.upper);
+         ++it) {
       now.push_back(*it);
     }
     if (now.size() != run.new_members) return false;
-    // Who changed here: entered (rendered now) and left (their stored item is
-    // dropped where their old key falls).
-    std::set<std::string> entered;
-    std::vector<IndexKey> before;  // the members before the batch, in order
-    std::set<std::string> changed;
-    for (const MemberChange& change : changes) {
-      changed.insert(change.id);
-      if (change.after && InRange(*change.after, run.lower, run.upper)) entered.insert(change.id);
-      if (change.before && InRange(*change.before, run.lower, run.upper)) before.push_back(*change.before);
+    // The members before the batch, in order: the changed ones at their old
+    // keys (their stored items are dropped there), and the unchanged ones.
+    std::vector<IndexKey> before;
+    for (auto it = From(moves.befores, run.lower);
+         it != moves.befores.end() && InRange(*it, run.lower, run.upper); ++it) {
+      before.push_back(*it);
     }
     for (const IndexKey& key : now) {
-      if (!changed.count(key.id)) before.push_back(key);
+      if (!moves.changed.count(key.id)) before.push_back(key);
     }
     std::sort(before.begin(), before.end());
     std::vector<std::string> old_items;
@@ -457,28 +473,29 @@ class StableBatch {
         before.size() != run.old_members) {
       return false;
     }
-    std::map<std::string, std::string> kept;  // unchanged member -> its stored item
-    for (size_t i = 0; i < before.size(); ++i) {
-      if (!changed.count(before[i].id)) kept[before[i].id] = std::move(old_items[i]);
-    }
+    // Every member now is either changed (it entered the range: rendered
+    // now) or unchanged, and the unchanged ones keep their relative order, so
+    // their stored items are taken in order.
     std::vector<std::string> items;
+    size_t next_kept = 0;
     bool sampled = false;
     for (const IndexKey& key : now) {
       auto entity = entities_.find(key.id);
-      if (entered.count(key.id)) {
+      if (moves.changed.count(key.id)) {
         if (entity == entities_.end()) return false;
         items.push_back(RenderItem(projection_, entity->second));
         continue;
       }
-      auto item = kept.find(key.id);
-      if (item == kept.end()) return false;
+      while (next_kept < before.size() && moves.changed.count(before[next_kept].id)) ++next_kept;
+      if (next_kept == before.size() || !(before[next_kept] == key)) return false;
+      std::string& item = old_items[next_kept++];
       // A changed `select` (or an edited document) shows here: the first
       // stored item must be what its member renders to now.
       if (!sampled && entity != entities_.end()) {
-        if (!SameItem(item->second, RenderItem(projection_, entity->second))) return false;
+        if (!SameItem(item, RenderItem(projection_, entity->second))) return false;
         sampled = true;
       }
-      items.push_back(std::move(item->second));
+      items.push_back(std::move(item));
     }
     size_t at = 0;
     for (size_t i = run.begin; i < run.end; ++i) {
@@ -517,7 +534,13 @@ class StableBatch {
   const ProjectionConfig& projection_;
   const Relation& relation_;
   StoreTransaction& txn_;
-  std::map<std::string, std::set<IndexKey>> members_;  // group -> scanned keys
+  // The first key at or after `lower` (the start without one).
+  static std::vector<IndexKey>::const_iterator From(const std::vector<IndexKey>& keys,
+                                                    const std::optional<IndexKey>& lower) {
+    return lower ? std::lower_bound(keys.begin(), keys.end(), *lower) : keys.begin();
+  }
+
+  std::map<std::string, std::vector<IndexKey>> members_;  // group -> scanned keys, sorted
   std::map<std::string, DocumentRow> stored_;
   std::map<std::string, EntityRecord> entities_;
 };
@@ -566,9 +589,9 @@ Status StableLayout::ApplyOnce(StoreTransaction& txn, const GroupChanges& change
     bool spliced = !plan.whole;
     std::vector<DocumentRow> group_rows;
     std::vector<std::string> group_removed;
+    const GroupMoves moves(changes.at(entry.first));
     for (size_t r = 0; spliced && r < plan.runs.size(); ++r) {
-      spliced = batch.Splice(entry.first, plan, plan.runs[r], changes.at(entry.first), &group_rows,
-                             &group_removed);
+      spliced = batch.Splice(entry.first, plan, plan.runs[r], moves, &group_rows, &group_removed);
     }
     if (spliced) {
       stats->tails_spliced++;
