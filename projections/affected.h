@@ -7,6 +7,7 @@
 #ifndef DENORMD_PROJECTIONS_AFFECTED_H_
 #define DENORMD_PROJECTIONS_AFFECTED_H_
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -31,6 +32,18 @@ struct MemberChange {
 // Member changes per group value.
 using GroupChanges = std::map<std::string, std::vector<MemberChange>>;
 
+// The referrers (by id) that joined or left one target of a relation.
+struct ReferrerMoves {
+  std::set<std::string> joined;
+  std::set<std::string> left;
+};
+
+// What one batch's own changes (each entity once, as it was before the batch
+// and is after it) moved, per relation and target; a target nothing moved
+// is absent. Complete only for the relations a derivation asked for
+// (AffectedUnits::AddMoves).
+using RelationMoves = std::map<const Relation*, std::map<std::string, ReferrerMoves>>;
+
 struct AffectedUnits {
   // projection index -> root ids (entity projections) or groups (buckets)
   std::map<size_t, std::set<std::string>> units;
@@ -47,6 +60,9 @@ struct AffectedUnits {
   std::map<const Link*, std::map<size_t, std::set<std::string>>> linked_to;
   // Keys to lock before recomputing (lookup targets of changed entities).
   std::vector<std::string> locks;
+  // The referrers that moved, for the derivations that splice their stored
+  // value instead of reading every referrer ({ids: ...}).
+  RelationMoves moves;
 
   void AddUnit(size_t projection, const std::string& unit) { units[projection].insert(unit); }
   void AddReferrersOf(const Relation& relation, size_t projection, const std::string& target) {
@@ -54,6 +70,23 @@ struct AffectedUnits {
   }
   void AddLinkedTo(const Link& link, size_t projection, const std::string& target) {
     linked_to[&link][projection].insert(target);
+  }
+  // Records which targets of `relation` the change of one referrer joined
+  // (named after, not before) and left; both lists sorted.
+  void AddMoves(const Relation& relation, const std::string& referrer,
+                const std::vector<std::string>& targets_before,
+                const std::vector<std::string>& targets_after) {
+    std::map<std::string, ReferrerMoves>& targets = moves[&relation];
+    for (const std::string& target : targets_after) {
+      if (!std::binary_search(targets_before.begin(), targets_before.end(), target)) {
+        targets[target].joined.insert(referrer);
+      }
+    }
+    for (const std::string& target : targets_before) {
+      if (!std::binary_search(targets_after.begin(), targets_after.end(), target)) {
+        targets[target].left.insert(referrer);
+      }
+    }
   }
 };
 

@@ -192,7 +192,7 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction& txn, const EventBatch&
   AffectedUnits affected;
   DENORMD_RETURN_IF_ERROR(CollectAffected(txn, changes, &affected));
   DENORMD_RETURN_IF_ERROR(LockAffected(txn, affected, exclusive));
-  DENORMD_RETURN_IF_ERROR(Recompute(txn, affected, stats));
+  DENORMD_RETURN_IF_ERROR(Recompute(txn, affected, /*batch_moves=*/true, stats));
   return RecordStreams(txn, batch, refused, &streams);
 }
 
@@ -324,10 +324,11 @@ Status BatchApplier::Refresh(StoreTransaction& txn, const std::vector<EntityChan
                              BatchStats* stats) const {
   AffectedUnits affected;
   DENORMD_RETURN_IF_ERROR(CollectAffected(txn, changes, &affected));
-  // Bucket groups are rendered whole: the changes may repeat an entity
-  // (several batches), and the tables may already hold some of them.
+  // Bucket groups are rendered whole and referrers read, not moved: the
+  // changes may repeat an entity (several batches), and the tables may
+  // already hold some of them.
   affected.group_changes.clear();
-  return Recompute(txn, affected, stats);
+  return Recompute(txn, affected, /*batch_moves=*/false, stats);
 }
 
 Status BatchApplier::LockAffected(StoreTransaction& txn, const AffectedUnits& affected,
@@ -342,12 +343,12 @@ Status BatchApplier::LockAffected(StoreTransaction& txn, const AffectedUnits& af
 }
 
 Status BatchApplier::Recompute(StoreTransaction& txn, const AffectedUnits& affected,
-                               BatchStats* stats) const {
+                               bool batch_moves, BatchStats* stats) const {
   for (const auto& entry : affected.units) {
     auto changes = affected.group_changes.find(entry.first);
     DENORMD_RETURN_IF_ERROR(plan_.projection(entry.first).Recompute(
         txn, entry.second, changes == affected.group_changes.end() ? nullptr : &changes->second,
-        stats));
+        batch_moves ? &affected.moves : nullptr, stats));
   }
   return Status::Ok();
 }

@@ -77,7 +77,10 @@ class BatchApplier {
   Status CollectAffected(StoreTransaction& txn, const std::vector<EntityChange>& changes,
                          AffectedUnits* affected) const;
   Status LockAffected(StoreTransaction& txn, const AffectedUnits& affected, bool exclusive) const;
-  Status Recompute(StoreTransaction& txn, const AffectedUnits& affected, BatchStats* stats) const;
+  // `batch_moves`: the changes are one batch's own (AffectedUnits::moves
+  // holds what they moved).
+  Status Recompute(StoreTransaction& txn, const AffectedUnits& affected, bool batch_moves,
+                   BatchStats* stats) const;
   Status RecordStreams(StoreTransaction& txn, const EventBatch& batch,
                        const std::vector<DeadLetter>& refused, Streams* streams) const;
 

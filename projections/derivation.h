@@ -65,6 +65,17 @@ class Derivation {
     return Status::Ok();
   }
 
+  // The same within a batch, which knows the referrers its own changes
+  // moved (`moves`, AffectedUnits::moves): a derivation may then start from
+  // the stored document, which the batch's locks keep current, and apply
+  // the moves instead of reading every referrer.
+  virtual Status ReadInBatch(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+                             const RelationMoves& moves,
+                             std::unique_ptr<DerivationReads>* out) const {
+    (void)moves;
+    return Read(txn, roots, out);
+  }
+
   // The field's value for `root`; false when it is missing (the field is
   // then left out of the document).
   virtual bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
@@ -79,6 +90,8 @@ class PlanBuilder {
   // The projection being planned, and its index in Config::projections.
   virtual const ProjectionConfig& projection() const = 0;
   virtual size_t projection_index() const = 0;
+  // The name of the field being bound (a top-level key of the documents).
+  virtual const std::string& field() const = 0;
   // The relation of `entity_type` through `path` (in `order`, null or absent
   // for by id): the one Relation object the plan keeps for it, whose rows the
   // reference index stores for every entity of that type.

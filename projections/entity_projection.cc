@@ -38,7 +38,7 @@ std::string EntityProjection::LockKey(const std::string& unit) const {
 }
 
 Status EntityProjection::Build(StoreTransaction& txn, const std::vector<std::string>& ids,
-                               std::vector<DocumentRow>* out) const {
+                               const RelationMoves* moves, std::vector<DocumentRow>* out) const {
   std::vector<EntityKey> keys;
   for (const std::string& id : ids) keys.push_back({config().from, id});
   std::vector<EntityRecord> records;
@@ -50,7 +50,9 @@ Status EntityProjection::Build(StoreTransaction& txn, const std::vector<std::str
   if (roots.empty()) return Status::Ok();
   std::vector<std::unique_ptr<DerivationReads>> reads(fields_.size());
   for (size_t f = 0; f < fields_.size(); ++f) {
-    DENORMD_RETURN_IF_ERROR(fields_[f].second->Read(txn, roots, &reads[f]));
+    const Derivation& derivation = *fields_[f].second;
+    DENORMD_RETURN_IF_ERROR(moves ? derivation.ReadInBatch(txn, roots, *moves, &reads[f])
+                                  : derivation.Read(txn, roots, &reads[f]));
   }
   for (const EntityRecord* root : roots) out->push_back(Render(*root, reads));
   return Status::Ok();
@@ -88,14 +90,15 @@ DocumentRow EntityProjection::Render(
 }
 
 Status EntityProjection::Recompute(StoreTransaction& txn, const std::set<std::string>& units,
-                                   const GroupChanges* changes, BatchStats* stats) const {
+                                   const GroupChanges* changes, const RelationMoves* moves,
+                                   BatchStats* stats) const {
   (void)changes;  // an entity projection has no groups
   std::vector<std::string> all(units.begin(), units.end());
   for (size_t start = 0; start < all.size(); start += kUnitsPerChunk) {
     std::vector<std::string> chunk(all.begin() + start,
                                    all.begin() + std::min(all.size(), start + kUnitsPerChunk));
     std::vector<DocumentRow> built;
-    DENORMD_RETURN_IF_ERROR(Build(txn, chunk, &built));
+    DENORMD_RETURN_IF_ERROR(Build(txn, chunk, moves, &built));
     stats->units_recomputed += chunk.size();
     std::set<std::string> present;
     for (const DocumentRow& row : built) present.insert(row.id);
@@ -119,7 +122,7 @@ Status EntityProjection::Verify(StoreTransaction& txn, const std::vector<std::st
     std::vector<std::string> chunk(units.begin() + start,
                                    units.begin() + std::min(units.size(), start + kUnitsPerChunk));
     std::vector<DocumentRow> expected, stored;
-    DENORMD_RETURN_IF_ERROR(Build(txn, chunk, &expected));
+    DENORMD_RETURN_IF_ERROR(Build(txn, chunk, /*moves=*/nullptr, &expected));
     DENORMD_RETURN_IF_ERROR(txn.documents().Load(config(), chunk, &stored));
     CompareDocuments(std::move(expected), stored, differences);
   }

@@ -32,7 +32,8 @@ class EntityProjection : public Projection {
   void CollectAffected(const EntityChange& change, AffectedUnits* out) const override;
   std::string LockKey(const std::string& unit) const override;
   Status Recompute(StoreTransaction& txn, const std::set<std::string>& units,
-                   const GroupChanges* changes, BatchStats* stats) const override;
+                   const GroupChanges* changes, const RelationMoves* moves,
+                   BatchStats* stats) const override;
   Status Verify(StoreTransaction& txn, const std::vector<std::string>& units,
                 std::vector<std::string>* differences) const override;
   Status ListSourceUnits(StoreTransaction& txn, const std::string& after, size_t limit,
@@ -41,8 +42,9 @@ class EntityProjection : public Projection {
                          std::vector<std::string>* out) const override;
 
   // The documents of the roots `ids` (one per live root; none for the others).
+  // `moves`: as in Recompute.
   Status Build(StoreTransaction& txn, const std::vector<std::string>& ids,
-               std::vector<DocumentRow>* out) const;
+               const RelationMoves* moves, std::vector<DocumentRow>* out) const;
 
  private:
   // The document of one root from what the fields read.

@@ -187,7 +187,7 @@ Status Rebuild(const ProjectionPlan& plan, Store* store, const MaintenanceOption
           txn.SetChangeSource("rebuild");
           DENORMD_RETURN_IF_ERROR(txn.locks().LockWriters(/*exclusive=*/false));
           DENORMD_RETURN_IF_ERROR(txn.locks().LockKeys(locks, WriteLocks::Mode::kWait));
-          DENORMD_RETURN_IF_ERROR(projection.Recompute(txn, *chosen, nullptr, stats));
+          DENORMD_RETURN_IF_ERROR(projection.Recompute(txn, *chosen, nullptr, nullptr, stats));
           if (options.on_page) options.on_page(projection.config().name, done);
           return Status::Ok();
         }));

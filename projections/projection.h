@@ -46,9 +46,12 @@ class Projection {
   // Recomputes `units` from the source, writes the documents that differ and
   // deletes those of units that are gone. `changes` (bucket projections
   // only) holds the member changes of the groups a batch changed; without
-  // them a group is rendered whole (rebuild).
+  // them a group is rendered whole (rebuild). `moves` (entity projections)
+  // holds the referrers the batch's own changes moved (Derivation::
+  // ReadInBatch); null outside a batch, when every referrer is read.
   virtual Status Recompute(StoreTransaction& txn, const std::set<std::string>& units,
-                           const GroupChanges* changes, BatchStats* stats) const = 0;
+                           const GroupChanges* changes, const RelationMoves* moves,
+                           BatchStats* stats) const = 0;
 
   // Recomputes `units` and compares with the stored documents without
   // writing; appends one line per difference.

@@ -30,9 +30,12 @@ class ProjectionPlan::Builder : public PlanBuilder {
   void Start(const ProjectionConfig& projection, size_t index) {
     projection_ = &projection;
     index_ = index;
+    field_.clear();
   }
   const ProjectionConfig& projection() const override { return *projection_; }
   size_t projection_index() const override { return index_; }
+  void StartField(const std::string& field) { field_ = field; }
+  const std::string& field() const override { return field_; }
 
   const Relation& UseRelation(const std::string& entity_type, const Path& path,
                               const OrderBy* order, Relation::Flavour flavour) override {
@@ -70,6 +73,7 @@ class ProjectionPlan::Builder : public PlanBuilder {
   std::map<CarrierKey, const OrderBy*> recorded_;  // first ordered relation per key
   const ProjectionConfig* projection_ = nullptr;
   size_t index_ = 0;
+  std::string field_;
 };
 
 ProjectionPlan::ProjectionPlan(const Config& config, PlanOptions options) : config_(config) {
@@ -96,6 +100,7 @@ void ProjectionPlan::Build(Builder& builder, const PlanOptions& options) {
       std::vector<EntityProjection::Field> fields;
       for (const auto& field : projection.fields) {
         const Expression& expression = field.second;
+        builder.StartField(field.first);
         std::unique_ptr<Derivation> derivation;
         if (expression.kind == Expression::Kind::kDerived) {
           // Every spec of a parsed Config was made by a registered kind.

@@ -65,7 +65,9 @@ std::string BucketProjection::LockKey(const std::string& unit) const {
 }
 
 Status BucketProjection::Recompute(StoreTransaction& txn, const std::set<std::string>& units,
-                                   const GroupChanges* changes, BatchStats* stats) const {
+                                   const GroupChanges* changes,
+                                   const RelationMoves* /*moves: entity projections only*/,
+                                   BatchStats* stats) const {
   GroupChanges changed;
   std::vector<std::string> whole;
   for (const std::string& group : units) {

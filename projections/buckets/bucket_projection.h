@@ -33,7 +33,8 @@ class BucketProjection : public Projection {
   void CollectAffected(const EntityChange& change, AffectedUnits* out) const override;
   std::string LockKey(const std::string& unit) const override;
   Status Recompute(StoreTransaction& txn, const std::set<std::string>& units,
-                   const GroupChanges* changes, BatchStats* stats) const override;
+                   const GroupChanges* changes, const RelationMoves* moves,
+                   BatchStats* stats) const override;
   Status Verify(StoreTransaction& txn, const std::vector<std::string>& units,
                 std::vector<std::string>* differences) const override;
   Status ListSourceUnits(StoreTransaction& txn, const std::string& after, size_t limit,

@@ -1,6 +1,10 @@
 // {ids: T, via: F [, limit: N]}: the ids of the entities of T that name this
 // entity in F, ascending (the first N). The many-to-many side without a
-// join table: author.books.
+// join table: author.books. Within a batch, a document that is stored and
+// whose list is whole (no limit) takes its stored list and applies the
+// referrers the batch moved, so its cost follows the change, not the list;
+// the result must be as long as the index's counter for the target says, or
+// the list is read from the index after all.
 //
 // {ids: T, through: L, from: F, to: G [, limit: N]}: the ids of the live
 // entities of T this entity is linked to by rows of L, ascending (the first
@@ -37,33 +41,110 @@ void RenderIds(std::vector<std::string> ids, const std::optional<uint64_t>& limi
 }
 
 struct IdsReads : DerivationReads {
-  std::map<std::string, std::vector<std::string>> children;  // parent -> child ids
+  std::map<std::string, std::vector<std::string>> children;  // parent -> child ids, ascending
 };
+
+// The stored list of `field` in the document `json` with `moves` applied,
+// ascending; false when the stored value is not a sorted list of ids or the
+// moves do not fit it (a joined id already there, a left one missing): the
+// caller then reads the referrers.
+bool SpliceStoredIds(const std::string& json, const std::string& field, const ReferrerMoves* moves,
+                     std::vector<std::string>* out) {
+  JsonDocument doc;
+  if (!ParseJson(json, &doc).ok() || !doc.IsObject()) return false;
+  auto member = doc.FindMember(JsonValue(rapidjson::StringRef(field.data(), field.size())));
+  if (member == doc.MemberEnd() || !member->value.IsArray()) return false;
+  std::vector<std::string> stored;
+  stored.reserve(member->value.Size());
+  for (const JsonValue& item : member->value.GetArray()) {
+    if (!item.IsString()) return false;
+    stored.emplace_back(item.GetString(), item.GetStringLength());
+    if (stored.size() > 1 && !(stored[stored.size() - 2] < stored.back())) return false;
+  }
+  if (moves == nullptr) {
+    *out = std::move(stored);
+    return true;
+  }
+  size_t left = 0;
+  out->clear();
+  out->reserve(stored.size() + moves->joined.size());
+  for (std::string& id : stored) {
+    if (moves->left.count(id)) {
+      ++left;
+    } else if (moves->joined.count(id)) {
+      return false;
+    } else {
+      out->push_back(std::move(id));
+    }
+  }
+  if (left != moves->left.size()) return false;
+  const size_t kept = out->size();
+  out->insert(out->end(), moves->joined.begin(), moves->joined.end());
+  std::inplace_merge(out->begin(), out->begin() + kept, out->end());
+  return true;
+}
 
 class IdsDerivation : public Derivation {
  public:
   IdsDerivation(const IdsSpec& spec, PlanBuilder& plan)
       : spec_(spec),
         projection_(plan.projection_index()),
+        projection_config_(plan.projection()),
+        field_(plan.field()),
         via_(plan.UseRelation(spec.entity, spec.via, nullptr, Relation::Flavour::kReferences)) {}
 
   std::vector<std::string> DependsOn() const override { return {spec_.entity}; }
 
   void CollectAffected(const EntityChange& change, AffectedUnits* out) const override {
     AddParentsOfChild(via_, projection_, change, /*payload=*/false, out);
+    out->AddMoves(via_, change.key.id, via_.TargetsOf(*change.before),
+                  via_.TargetsOf(*change.after));
   }
 
   Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
               std::unique_ptr<DerivationReads>* out) const override {
+    auto reads = std::make_unique<IdsReads>();
+    DENORMD_RETURN_IF_ERROR(ReadFromIndex(txn, roots, reads.get()));
+    *out = std::move(reads);
+    return Status::Ok();
+  }
+
+  Status ReadInBatch(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+                     const RelationMoves& moves,
+                     std::unique_ptr<DerivationReads>* out) const override {
+    // A limited list cannot take a move out of its tail: it is read.
+    if (spec_.limit) return Read(txn, roots, out);
     std::vector<std::string> ids;
     for (const EntityRecord* root : roots) ids.push_back(root->key.id);
-    std::vector<Referrer> referrers;
-    DENORMD_RETURN_IF_ERROR(
-        ReadReferrers(txn.index(), via_, ids, ReferenceIndex::Read::kKeys, &referrers));
+    std::vector<DocumentRow> stored;
+    DENORMD_RETURN_IF_ERROR(txn.documents().Load(projection_config_, ids, &stored));
+    static const std::map<std::string, ReferrerMoves> kNone;
+    auto relation = moves.find(&via_);
+    const auto& moved = relation == moves.end() ? kNone : relation->second;
     auto reads = std::make_unique<IdsReads>();
-    for (const Referrer& referrer : referrers) {
-      reads->children[referrer.target].push_back(referrer.entity.key.id);
+    for (const DocumentRow& row : stored) {
+      auto found = moved.find(row.id);
+      std::vector<std::string> spliced;
+      if (SpliceStoredIds(row.json, field_, found == moved.end() ? nullptr : &found->second,
+                          &spliced)) {
+        reads->children[row.id] = std::move(spliced);
+      }
     }
+    // Each spliced list must be as long as the index's counter says (kept
+    // with the index rows in their statement): a stored list that drifted
+    // from the index is read again rather than carried on.
+    std::vector<std::string> spliced;
+    for (const auto& entry : reads->children) spliced.push_back(entry.first);
+    std::map<std::string, uint64_t> counts;
+    DENORMD_RETURN_IF_ERROR(CountReferrers(txn.index(), via_, spliced, &counts));
+    for (const std::string& id : spliced) {
+      if (counts[id] != reads->children[id].size()) reads->children.erase(id);
+    }
+    std::vector<const EntityRecord*> unstored;  // new documents, and lists that did not fit
+    for (const EntityRecord* root : roots) {
+      if (!reads->children.count(root->key.id)) unstored.push_back(root);
+    }
+    DENORMD_RETURN_IF_ERROR(ReadFromIndex(txn, unstored, reads.get()));
     *out = std::move(reads);
     return Status::Ok();
   }
@@ -71,17 +152,38 @@ class IdsDerivation : public Derivation {
   bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
               JsonAllocator& allocator) const override {
     const auto& children = static_cast<const IdsReads*>(reads)->children;
-    std::vector<std::string> ids;
     auto it = children.find(root.key.id);
-    if (it != children.end()) ids = it->second;
-    std::sort(ids.begin(), ids.end());
-    RenderIds(std::move(ids), spec_.limit, out, allocator);
+    RenderIds(it == children.end() ? std::vector<std::string>() : it->second, spec_.limit, out,
+              allocator);
     return true;
   }
 
  private:
+  // Every referrer of `roots` from the index, into `reads` (ascending).
+  Status ReadFromIndex(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+                       IdsReads* reads) const {
+    if (roots.empty()) return Status::Ok();
+    std::vector<std::string> ids;
+    for (const EntityRecord* root : roots) ids.push_back(root->key.id);
+    std::vector<Referrer> referrers;
+    DENORMD_RETURN_IF_ERROR(
+        ReadReferrers(txn.index(), via_, ids, ReferenceIndex::Read::kKeys, &referrers));
+    std::set<std::string> filled;
+    for (const Referrer& referrer : referrers) {
+      reads->children[referrer.target].push_back(referrer.entity.key.id);
+      filled.insert(referrer.target);
+    }
+    for (const std::string& target : filled) {
+      std::vector<std::string>& children = reads->children[target];
+      std::sort(children.begin(), children.end());
+    }
+    return Status::Ok();
+  }
+
   const IdsSpec& spec_;
   const size_t projection_;
+  const ProjectionConfig& projection_config_;
+  const std::string field_;
   const Relation& via_;
 };
 
