@@ -188,14 +188,22 @@ class PostgresTransaction : public StoreTransaction,
 
   // ---- SourceRows
 
+  // The records this transaction wrote are served from memory: their rows
+  // stay locked until it ends (the UPDATE's row lock), so they are what a
+  // read would return. Only the other keys are read.
   Status LoadEntities(const std::vector<EntityKey>& keys,
                       std::vector<EntityRecord>* out) override {
-    if (keys.empty()) return Status::Ok();
     std::vector<std::string> types, ids;
     for (const EntityKey& key : keys) {
+      auto written = written_.find(key);
+      if (written != written_.end()) {
+        out->push_back(written->second);
+        continue;
+      }
       types.push_back(key.type);
       ids.push_back(key.id);
     }
+    if (ids.empty()) return Status::Ok();
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("loading entities", [&] {
       rows = Run(
@@ -263,7 +271,7 @@ class PostgresTransaction : public StoreTransaction,
       return Status::Fatal("internal: entity writes that replace their index rows and writes that "
                            "change them cannot share a call");
     }
-    return Guard("writing " + std::to_string(writes.size()) + " entities", [&] {
+    const Status written = Guard("writing " + std::to_string(writes.size()) + " entities", [&] {
       if (replace_types.empty()) {
         Run("with " + upsert + ", " + insert("$2") + ","
             " d as (delete from " + schema_ + ".refs r using jsonb_array_elements($3::jsonb) x"
@@ -286,6 +294,10 @@ class PostgresTransaction : public StoreTransaction,
           + counts,
           Text(added));
     });
+    if (written.ok()) {
+      for (const EntityWrite& write : writes) written_[write.record.key] = write.record;
+    }
+    return written;
   }
 
   Status Journal(const std::vector<EntityChange>& changes) override {
@@ -1010,6 +1022,7 @@ class PostgresTransaction : public StoreTransaction,
   const ChangeCapture& capture_;
   const uint64_t epoch_;  // the configuration epoch this process runs; 0 = unchecked
   bool journal_ = false;  // an apply is building: journal the source changes
+  std::map<EntityKey, EntityRecord> written_;  // by WriteEntities (LoadEntities)
   std::string change_source_;
   LockRowProvisioner provision_;
   uint64_t round_trips_ = 0;
