@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <optional>
 
+#include <libpq-fe.h>
 #include <pqxx/pqxx>
 
+#include "common/redact.h"
 #include "connectors/postgres_sql.h"
 #include "connectors/postgres_transaction.h"
 #include "projections/projection_plan.h"
@@ -106,8 +108,52 @@ PostgresStore::PostgresStore(const Config& config, std::string connection_string
 
 PostgresStore::~PostgresStore() = default;
 
+Status CheckConnectionString(const std::string& conninfo) {
+  const std::string what = "the PostgreSQL connection string cannot be used: ";
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
+  if (options == nullptr) {
+    std::string message = error != nullptr ? error : "libpq could not parse it";
+    if (error != nullptr) PQfreemem(error);
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+    return Status::InvalidInput(what + RedactSecrets(message));
+  }
+  static const std::vector<std::string> kSslModes = {"disable", "allow",     "prefer",
+                                                     "require", "verify-ca", "verify-full"};
+  std::string problem;
+  for (const PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
+    if (option->val == nullptr || *option->val == '\0') continue;
+    const std::string keyword = option->keyword;
+    const std::string value = option->val;
+    if (keyword == "port") {
+      // A list, one per host; an empty entry means the default.
+      size_t start = 0;
+      while (problem.empty() && start <= value.size()) {
+        size_t end = value.find(',', start);
+        if (end == std::string::npos) end = value.size();
+        const std::string port = value.substr(start, end - start);
+        const bool digits = !port.empty() && port.size() <= 5 &&
+                            std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (!port.empty() && (!digits || std::stoi(port) > 65535)) {
+          problem = "port \"" + port + "\" is not a port number";
+        }
+        start = end + 1;
+      }
+    } else if (keyword == "sslmode" &&
+               std::find(kSslModes.begin(), kSslModes.end(), value) == kSslModes.end()) {
+      problem = "sslmode \"" + value + "\" is none of disable, allow, prefer, require, verify-ca, "
+                "verify-full";
+    }
+  }
+  PQconninfoFree(options);
+  return problem.empty() ? Status::Ok() : Status::InvalidInput(what + RedactSecrets(problem));
+}
+
 Status PostgresStore::Connect() {
   if (connection_ && connection_->pq.is_open()) return Status::Ok();
+  // A connection string libpq cannot use is a mistake, not an outage: it
+  // fails the start (exit 2) instead of being retried.
+  DENORMD_RETURN_IF_ERROR(CheckConnectionString(connection_string_));
   connection_.reset();
   backend_pid_.store(0);
   return Guard("connecting to PostgreSQL", [&] {

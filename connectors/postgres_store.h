@@ -41,6 +41,12 @@ namespace denormd {
 // The connection string to use: $DENORMD_POSTGRES if set, else the config's.
 std::string PostgresConnectionString(const Config& config);
 
+// Ok when libpq can use `conninfo` (a URI or key=value string): its syntax and
+// option names, each port a number up to 65535, sslmode one of libpq's. Else
+// InvalidInput (waiting will not help) naming the problem, without any secret
+// of the string.
+Status CheckConnectionString(const std::string& conninfo);
+
 // What `denormd status` shows.
 struct StoreSummary {
   std::vector<StoredPosition> positions;

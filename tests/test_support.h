@@ -203,6 +203,8 @@ class DaemonProcess {
   // (the process is then killed).
   int Terminate(int seconds);
   bool Running();
+  // The exit code once Running() has seen it exit by itself (else -1).
+  int exit_code() const { return exit_code_; }
   std::string Log() const;           // everything it printed so far
   pid_t pid() const { return pid_; }
 
@@ -212,6 +214,7 @@ class DaemonProcess {
   std::vector<std::pair<std::string, std::string>> env_;
   std::string log_path_;
   pid_t pid_ = -1;
+  int exit_code_ = -1;
   static int counter_;
 };
 

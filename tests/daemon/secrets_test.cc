@@ -103,6 +103,32 @@ TEST(Secrets, RunKeepsThemOutOfItsLogAndHttpAnswers) {
   }
 }
 
+// A connection string libpq cannot use is a mistake, not an outage: `run`
+// fails its start with exit 2 and names the problem (it used to wait for the
+// store forever), and the one-shot commands fail the same way.
+TEST(Secrets, AConnectionStringLibpqCannotUseFailsTheStart) {
+  const std::string config = ConfigWithKafkaSecrets("");
+  const std::string secret = std::string(":") + kSecret + "@";
+  for (const auto& bad : std::vector<std::pair<std::string, std::string>>{
+           {"postgresql://ann" + secret + "127.0.0.1:notaport/library", "notaport"},
+           {"postgresql://ann" + secret + "127.0.0.1:1/library?sslmode=bogus", "is none of disable"},
+           {std::string("host=a,b port=1,70000 password=") + kSecret, "70000"},
+           {std::string("host=a pasword=") + kSecret, "invalid connection option"},
+           {std::string("host=a password"), "missing"}}) {
+    DaemonProcess daemon({"run", "-c", config}, bad.first);
+    daemon.Start();
+    ASSERT_TRUE(WaitUntil([&] { return !daemon.Running(); }, 30)) << bad.first << ":\n" << daemon.Log();
+    EXPECT_EQ(2, daemon.exit_code()) << daemon.Log();
+    EXPECT_NE(std::string::npos, daemon.Log().find("connection string cannot be used")) << daemon.Log();
+    EXPECT_NE(std::string::npos, daemon.Log().find(bad.second)) << daemon.Log();
+    EXPECT_EQ(std::string::npos, daemon.Log().find(kSecret)) << daemon.Log();
+    const CommandResult status = RunWith(bad.first, {"status", "-c", config});
+    EXPECT_NE(0, status.code);
+    EXPECT_NE(std::string::npos, (status.out + status.err).find(bad.second)) << status.err;
+    EXPECT_EQ(std::string::npos, (status.out + status.err).find(kSecret)) << status.err;
+  }
+}
+
 TEST(Secrets, ARejectedSecretKafkaPropertyIsNamedNotShown) {
   // librdkafka rejects an unknown property; its name says it is a secret.
   const std::string config =
