@@ -48,10 +48,9 @@ Status ReadReferrers(ReferenceIndex& index, const Relation& relation,
 
 Status ReadFirstReferrers(ReferenceIndex& index, const Relation& relation,
                           const std::vector<std::string>& targets, uint64_t limit,
-                          std::vector<Referrer>* out) {
+                          ReferenceIndex::Read read, std::vector<Referrer>* out) {
   if (targets.empty() || limit == 0) return Status::Ok();
-  return index.Scan(relation, WholeRanges(targets, limit), ReferenceIndex::Read::kKeysAndData,
-                    out);
+  return index.Scan(relation, WholeRanges(targets, limit), read, out);
 }
 
 Status CountReferrers(ReferenceIndex& index, const Relation& relation,

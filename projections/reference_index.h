@@ -17,10 +17,10 @@ Status ReadReferrers(ReferenceIndex& index, const Relation& relation,
                      const std::vector<std::string>& targets, ReferenceIndex::Read read,
                      std::vector<Referrer>* out);
 
-// The first `limit` referrers of each target in (sort, id) order, with data.
+// The first `limit` referrers of each target in (sort, id) order.
 Status ReadFirstReferrers(ReferenceIndex& index, const Relation& relation,
                           const std::vector<std::string>& targets, uint64_t limit,
-                          std::vector<Referrer>* out);
+                          ReferenceIndex::Read read, std::vector<Referrer>* out);
 
 // How many referrers each target has (every target gets an entry).
 Status CountReferrers(ReferenceIndex& index, const Relation& relation,

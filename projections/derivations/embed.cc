@@ -56,7 +56,8 @@ class EmbedDerivation : public Derivation {
     auto reads = std::make_unique<EmbedReads>();
     if (spec_.limit) {
       DENORMD_RETURN_IF_ERROR(
-          ReadFirstReferrers(txn.index(), via_, ids, *spec_.limit, &reads->referrers));
+          ReadFirstReferrers(txn.index(), via_, ids, *spec_.limit,
+                             ReferenceIndex::Read::kKeysAndData, &reads->referrers));
     } else {
       DENORMD_RETURN_IF_ERROR(ReadReferrers(txn.index(), via_, ids,
                                             ReferenceIndex::Read::kKeysAndData,

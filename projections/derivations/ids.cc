@@ -166,8 +166,15 @@ class IdsDerivation : public Derivation {
     std::vector<std::string> ids;
     for (const EntityRecord* root : roots) ids.push_back(root->key.id);
     std::vector<Referrer> referrers;
+    // Index rows are in (sort, id) order; without an order (the relation
+    // carries none for another field) that is id order, so a limited list
+    // reads only its first `limit` rows.
+    const bool by_id = via_.order() == nullptr || !via_.order()->present;
     DENORMD_RETURN_IF_ERROR(
-        ReadReferrers(txn.index(), via_, ids, ReferenceIndex::Read::kKeys, &referrers));
+        spec_.limit && by_id
+            ? ReadFirstReferrers(txn.index(), via_, ids, *spec_.limit, ReferenceIndex::Read::kKeys,
+                                 &referrers)
+            : ReadReferrers(txn.index(), via_, ids, ReferenceIndex::Read::kKeys, &referrers));
     std::set<std::string> filled;
     for (const Referrer& referrer : referrers) {
       reads->children[referrer.target].push_back(referrer.entity.key.id);

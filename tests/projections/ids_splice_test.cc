@@ -107,5 +107,30 @@ TEST_F(IdsSplice, AStoredListThatDoesNotFitIsReadAgain) {
   EXPECT_EQ(std::vector<std::string>(), m_.Differences());
 }
 
+// A list with a `limit` reads only its first `limit` index rows (by id: the
+// relation has no order), however many the target has.
+TEST(IdsLimit, ReadsOnlyTheFirstRows) {
+  InMemory m(R"(
+store: {schema: ids}
+entities: [author, book]
+projections:
+  first_books:
+    from: author
+    fields:
+      books: {ids: book, via: authorIds, limit: 2}
+)");
+  m.Apply({R"({"type":"author","id":"a1","op":"upsert","data":{"name":"A"}})"});
+  std::vector<std::string> events;
+  for (int i = 0; i < 500; ++i) events.push_back(Book("b" + std::to_string(1000 + i), R"("a1")"));
+  m.Apply(events);
+  const uint64_t before = m.store().state().referrers_read.at("authorIds");
+  m.Apply({R"({"type":"book","id":"b1000","op":"delete"})",
+           R"({"type":"author","id":"a1","op":"patch","data":{"name":"B"}})"});
+  EXPECT_EQ(2u, m.store().state().referrers_read.at("authorIds") - before);
+  EXPECT_NE(std::string::npos, m.Documents("first_books").at("a1").json.find(R"("books":["b1001","b1002"])"))
+      << m.Documents("first_books").at("a1").json;
+  EXPECT_EQ(std::vector<std::string>(), m.Differences());
+}
+
 }  // namespace
 }  // namespace denormd
