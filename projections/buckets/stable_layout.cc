@@ -450,50 +450,52 @@ class StableBatch {
               const GroupMoves& moves, std::vector<DocumentRow>* rows,
               std::vector<std::string>* removed) {
     // The members now, in order: exactly new_members of them in the range.
-    std::vector<IndexKey> now;
     const std::vector<IndexKey>& members = members_[group];
-    for (auto it = From(members, run.lower); it != members.end() && InRange(*it, run.lower, run.upper);
-         ++it) {
-      now.push_back(*it);
-    }
-    if (now.size() != run.new_members) return false;
-    // The members before the batch, in order: the changed ones at their old
-    // keys (their stored items are dropped there), and the unchanged ones.
-    std::vector<IndexKey> before;
-    for (auto it = From(moves.befores, run.lower);
-         it != moves.befores.end() && InRange(*it, run.lower, run.upper); ++it) {
-      before.push_back(*it);
-    }
-    for (const IndexKey& key : now) {
-      if (!moves.changed.count(key.id)) before.push_back(key);
-    }
-    std::sort(before.begin(), before.end());
+    const auto first = From(members, run.lower);
+    auto last = first;
+    while (last != members.end() && InRange(*last, run.lower, run.upper)) ++last;
+    if (static_cast<uint64_t>(last - first) != run.new_members) return false;
+    // The members before the batch, in order, are the changed ones at their
+    // old keys (their stored items are dropped there) merged with the
+    // unchanged ones; the two never share a key (keys end with the id).
+    const auto left_begin = From(moves.befores, run.lower);
+    auto left_end = left_begin;
+    while (left_end != moves.befores.end() && InRange(*left_end, run.lower, run.upper)) ++left_end;
+    size_t unchanged = 0;
+    for (auto it = first; it != last; ++it) unchanged += moves.changed.count(it->id) ? 0 : 1;
+    const size_t old_count = unchanged + static_cast<size_t>(left_end - left_begin);
     std::vector<std::string> old_items;
-    if (!StoredItems(plan, run, &old_items) || old_items.size() != before.size() ||
-        before.size() != run.old_members) {
+    if (!StoredItems(plan, run, &old_items) || old_items.size() != old_count ||
+        old_count != run.old_members) {
       return false;
     }
     // Every member now is either changed (it entered the range: rendered
-    // now) or unchanged, and the unchanged ones keep their relative order, so
-    // their stored items are taken in order.
+    // now) or unchanged; the k-th unchanged one was member k + (changed old
+    // keys below it) before the batch.
     std::vector<std::string> items;
-    size_t next_kept = 0;
+    items.reserve(run.new_members);
+    size_t kept = 0;
+    auto left = left_begin;
     bool sampled = false;
-    for (const IndexKey& key : now) {
-      auto entity = entities_.find(key.id);
-      if (moves.changed.count(key.id)) {
+    for (auto it = first; it != last; ++it) {
+      if (moves.changed.count(it->id)) {
+        auto entity = entities_.find(it->id);
         if (entity == entities_.end()) return false;
         items.push_back(RenderItem(projection_, entity->second));
         continue;
       }
-      while (next_kept < before.size() && moves.changed.count(before[next_kept].id)) ++next_kept;
-      if (next_kept == before.size() || !(before[next_kept] == key)) return false;
-      std::string& item = old_items[next_kept++];
-      // A changed `select` (or an edited document) shows here: the first
-      // stored item must be what its member renders to now.
-      if (!sampled && entity != entities_.end()) {
-        if (!SameItem(item, RenderItem(projection_, entity->second))) return false;
+      while (left != left_end && *left < *it) ++left;
+      std::string& item = old_items[kept++ + static_cast<size_t>(left - left_begin)];
+      // A changed `select` (or an edited document) shows here: the run's
+      // first member, loaded as a sample when it is unchanged, must render
+      // to its stored item.
+      if (!sampled) {
         sampled = true;
+        auto entity = entities_.find(it->id);
+        if (entity != entities_.end() &&
+            !SameItem(item, RenderItem(projection_, entity->second))) {
+          return false;
+        }
       }
       items.push_back(std::move(item));
     }
@@ -505,7 +507,7 @@ class StableBatch {
         continue;
       }
       BucketMeta meta = bucket.meta;
-      meta.lo = now[at];
+      meta.lo = *(first + static_cast<std::ptrdiff_t>(at));
       rows->push_back(BucketDocument(projection_, group, meta, items, at, at + bucket.count));
       at += static_cast<size_t>(bucket.count);
     }
