@@ -125,6 +125,17 @@ std::vector<std::string> Sql(const std::string& statement) {
   return rows;
 }
 
+uint64_t SqlCount(const std::string& statement) {
+  std::vector<std::string> rows = Sql(statement);
+  return rows.empty() ? 0 : std::strtoull(rows[0].c_str(), nullptr, 10);
+}
+
+uint64_t EventsProcessed(const std::string& schema) {
+  std::vector<std::string> rows = Sql("select to_regclass('" + schema + ".positions') is null");
+  if (rows.empty() || rows[0] == "t") return 0;
+  return SqlCount("select coalesce(sum(applied + stale + dead), 0) from " + schema + ".positions");
+}
+
 Config LoadTestConfig(const std::string& relative_path, const std::string& schema) {
   std::vector<ConfigError> errors;
   std::optional<Config> config = LoadConfig(SourcePath(relative_path), &errors);

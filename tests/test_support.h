@@ -131,6 +131,13 @@ Collections ReadCollections(const Config& config);
 // separated by tabs.
 std::vector<std::string> Sql(const std::string& statement);
 
+// The first field of the first row of `statement` as a number (0 when none).
+uint64_t SqlCount(const std::string& statement);
+
+// Events of every stream of `schema` accounted for in committed batches
+// (applied, stale or dead); 0 before the schema has its positions table.
+uint64_t EventsProcessed(const std::string& schema);
+
 // Runs the denormd binary with `args` and DENORMD_POSTGRES set to the test
 // database; captures stdout+stderr into *output. Returns the exit code.
 int RunDenormd(const std::vector<std::string>& args, std::string* output);

@@ -36,9 +36,11 @@ namespace denormd {
 namespace {
 
 using testing::DaemonProcess;
+using testing::EventsProcessed;
 using testing::RunDenormd;
 using testing::SourcePath;
 using testing::Sql;
+using testing::SqlCount;
 using testing::WaitUntil;
 
 constexpr int kPatience = 180;         // seconds before a wait counts as hung
@@ -46,17 +48,6 @@ constexpr size_t kInitialEvents = 800;  // published before the first apply
 constexpr size_t kChunk = 25;          // events per `denormd publish` while applying
 constexpr int kChunkPauseMs = 40;      // between two chunks (pacing, not timing)
 constexpr int kChanges = 5;
-
-uint64_t Count(const std::string& sql) {
-  std::vector<std::string> rows = Sql(sql);
-  return rows.empty() ? 0 : std::strtoull(rows[0].c_str(), nullptr, 10);
-}
-
-// Events accounted for in committed batches (applied, stale or dead).
-uint64_t Processed(const std::string& schema) {
-  if (Sql("select to_regclass('" + schema + ".positions') is null")[0] == "t") return 0;
-  return Count("select coalesce(sum(applied + stale + dead), 0) from " + schema + ".positions");
-}
 
 // `text` with its one occurrence of `from` replaced by `to`.
 std::string Replaced(std::string text, const std::string& from, const std::string& to) {
@@ -519,7 +510,7 @@ TEST(ApplyKafka, FiveModelChangesWhileEventsFlowThroughTwoInstances) {
   a.Start();
   b.Start();
   ASSERT_TRUE(publisher.PublishNext(kInitialEvents));
-  ASSERT_TRUE(WaitUntil([&] { return Processed(schema) >= publisher.published(); }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(schema) >= publisher.published(); }, kPatience))
       << a.Log() << b.Log();
   ASSERT_EQ(std::vector<std::string>({"1"}),
             Sql("select value from " + schema + ".meta where key = 'epoch'"));
@@ -580,7 +571,7 @@ TEST(ApplyKafka, FiveModelChangesWhileEventsFlowThroughTwoInstances) {
     if (builds) {
       pqxx::nontransaction(holder).exec("select pg_advisory_lock(" + schema_lock + ")");
     }
-    const uint64_t processed_before = Processed(schema);
+    const uint64_t processed_before = EventsProcessed(schema);
     testing::CommandResult apply;
     std::atomic<bool> apply_done{false};
     std::thread applier([&] {
@@ -592,13 +583,13 @@ TEST(ApplyKafka, FiveModelChangesWhileEventsFlowThroughTwoInstances) {
       EXPECT_TRUE(WaitUntil(
           [&] {
             return apply_done.load() ||
-                   Count("select count(*) from " + schema + ".apply_journal") > 0;
+                   SqlCount("select count(*) from " + schema + ".apply_journal") > 0;
           },
           kPatience));
       pqxx::nontransaction(holder).exec("select pg_advisory_unlock(" + schema_lock + ")");
     }
     applier.join();
-    const uint64_t processed_after = Processed(schema);
+    const uint64_t processed_after = EventsProcessed(schema);
     applied.store(true);
     sender.join();
     ASSERT_EQ(0, apply.code) << apply.out << apply.err;
@@ -669,9 +660,9 @@ TEST(ApplyKafka, FiveModelChangesWhileEventsFlowThroughTwoInstances) {
         << a.Log() << b.Log();
     ASSERT_TRUE(a.Running()) << a.Log();
     ASSERT_TRUE(b.Running()) << b.Log();
-    ASSERT_TRUE(WaitUntil([&] { return Processed(schema) >= publisher.published(); }, kPatience))
+    ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(schema) >= publisher.published(); }, kPatience))
         << a.Log() << b.Log();
-    EXPECT_EQ(publisher.published(), Processed(schema));  // each event once
+    EXPECT_EQ(publisher.published(), EventsProcessed(schema));  // each event once
 
     // After: the reader sees the new model; never a mix, never back.
     std::vector<Observation> after = reader.NextRound();
@@ -701,7 +692,7 @@ TEST(ApplyKafka, FiveModelChangesWhileEventsFlowThroughTwoInstances) {
   // The rest of the log under v6, then the whole log against a fresh replay.
   while (publisher.PublishNext(500)) {
   }
-  ASSERT_TRUE(WaitUntil([&] { return Processed(schema) >= publisher.published(); }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(schema) >= publisher.published(); }, kPatience))
       << a.Log() << b.Log();
   std::cout << "[ info     ] the whole log applied at " << Elapsed() << " s\n";
   const std::vector<Observation> last = reader.NextRound();

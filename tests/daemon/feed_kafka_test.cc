@@ -22,31 +22,22 @@ namespace denormd {
 namespace {
 
 using testing::DaemonProcess;
+using testing::EventsProcessed;
 using testing::FeedReplica;
 using testing::RunDenormd;
 using testing::SourcePath;
 using testing::Sql;
+using testing::SqlCount;
 using testing::WaitUntil;
 
 constexpr uint64_t kOrderedEvents = 286;  // lines of events.jsonl
 constexpr uint64_t kRandomEvents = 3343;  // lines of events-random.jsonl
 constexpr int kPatience = 180;            // seconds before a wait counts as hung
 
-uint64_t Count(const std::string& sql) {
-  std::vector<std::string> rows = Sql(sql);
-  return rows.empty() ? 0 : std::strtoull(rows[0].c_str(), nullptr, 10);
-}
-
-// Events accounted for in committed batches.
-uint64_t Processed(const std::string& schema) {
-  if (Sql("select to_regclass('" + schema + ".positions') is null")[0] == "t") return 0;
-  return Count("select coalesce(sum(applied + stale + dead), 0) from " + schema + ".positions");
-}
-
 // Changes waiting in the outbox (-1 before it exists).
 int64_t Waiting(const std::string& schema) {
   if (Sql("select to_regclass('" + schema + ".outbox') is null")[0] == "t") return -1;
-  return static_cast<int64_t>(Count("select count(*) from " + schema + ".outbox"));
+  return static_cast<int64_t>(SqlCount("select count(*) from " + schema + ".outbox"));
 }
 
 std::string KafkaPort(const std::string& bootstrap) {
@@ -110,7 +101,7 @@ std::vector<std::string> RunArgs(const FeedSetup& s, const std::string& batch) {
 
 // Everything applied and everything published (the outbox empty).
 bool Done(const FeedSetup& s, uint64_t events) {
-  return Processed(s.schema) >= events && Waiting(s.schema) == 0;
+  return EventsProcessed(s.schema) >= events && Waiting(s.schema) == 0;
 }
 
 // The feed topic read to its end; its checks, and the replica against the
@@ -173,7 +164,7 @@ TEST(FeedKafka, TheRandomScenarioPublishedByARelayOfItsOwn) {
   DaemonProcess daemon({"run", "-c", s.config_file, "--batch-size", "50", "--no-relay"},
                        s.config.store.postgres);
   daemon.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents; }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= kRandomEvents; }, kPatience))
       << daemon.Log();
   EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
   ExpectExactRandomTables(s);
@@ -252,9 +243,9 @@ TEST(FeedKafka, KillNineAtRandomPointsNeitherLosesNorRepeatsAChange) {
       continue;
     }
     // Some of what is waiting applied, then a random moment.
-    const uint64_t before = Processed(s.schema);
+    const uint64_t before = EventsProcessed(s.schema);
     const uint64_t target = before + random() % std::max<uint64_t>(1, published - before);
-    ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= target || !daemon.Running(); },
+    ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= target || !daemon.Running(); },
                           kPatience))
         << daemon.Log();
     usleep(static_cast<useconds_t>(random() % 300) * 1000);
@@ -279,7 +270,7 @@ TEST(FeedKafka, BrokerRestartWhileRunningLosesNothing) {
   Publish(s, SourcePath("tests/data/article/events-random.jsonl"));
   DaemonProcess daemon(RunArgs(s, "30"), s.config.store.postgres);
   daemon.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents / 3; }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= kRandomEvents / 3; }, kPatience))
       << daemon.Log();
   ASSERT_EQ(0, kafka.Run({"stop"}));
   // The relay fails and retries; the daemon keeps running...
@@ -308,14 +299,14 @@ TEST(FeedKafka, TwoInstancesSharingTheGroupPublishEachChangeOnce) {
                         kPatience))
       << a.Log();
   b.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents / 3; }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= kRandomEvents / 3; }, kPatience))
       << a.Log() << b.Log();
   EXPECT_NE(std::string::npos, b.Log().find("event=feed_relay_standby")) << b.Log();
   a.Kill();  // the publishing relay dies mid-stream: b's takes over
   ASSERT_TRUE(WaitUntil([&] { return b.Log().find("event=feed_relay_started") != std::string::npos; },
                         kPatience))
       << b.Log();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= 2 * kRandomEvents / 3; }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= 2 * kRandomEvents / 3; }, kPatience))
       << b.Log();
   a.Start();
   ASSERT_TRUE(WaitUntil([&] { return Done(s, kRandomEvents); }, kPatience))

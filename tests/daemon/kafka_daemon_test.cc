@@ -16,6 +16,7 @@ namespace denormd {
 namespace {
 
 using testing::DaemonProcess;
+using testing::EventsProcessed;
 using testing::RunDenormd;
 using testing::SourcePath;
 using testing::Sql;
@@ -23,15 +24,6 @@ using testing::WaitUntil;
 
 constexpr uint64_t kRandomEvents = 3343;  // lines of events-random.jsonl
 constexpr int kPatience = 180;            // seconds before a wait counts as hung
-
-// Events of the stream accounted for in committed batches (applied, stale
-// or dead), summed over partitions.
-uint64_t Processed(const std::string& schema) {
-  std::vector<std::string> rows = Sql("select to_regclass('" + schema + ".positions') is null");
-  if (rows.empty() || rows[0] == "t") return 0;
-  rows = Sql("select coalesce(sum(applied + stale + dead), 0) from " + schema + ".positions");
-  return rows.empty() ? 0 : std::strtoull(rows[0].c_str(), nullptr, 10);
-}
 
 // What the database is doing, for the message of a wait that timed out.
 std::string Activity() {
@@ -96,10 +88,10 @@ TEST(KafkaDaemon, KillNineAtRandomPointsThenRestartEndsExact) {
   int kills = 0;
   for (int round = 0; round < 4; ++round) {
     DaemonProcess daemon(RunArgs(s, "40"), s.config.store.postgres);
-    uint64_t before = Processed(s.schema);
+    uint64_t before = EventsProcessed(s.schema);
     uint64_t target = before + 100 + random() % 600;
     daemon.Start();
-    ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= target || !daemon.Running(); },
+    ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= target || !daemon.Running(); },
                           kPatience))
         << daemon.Log();
     if (daemon.Running()) {
@@ -110,7 +102,7 @@ TEST(KafkaDaemon, KillNineAtRandomPointsThenRestartEndsExact) {
   EXPECT_GE(kills, 3);
   DaemonProcess daemon(RunArgs(s, "40"), s.config.store.postgres);
   daemon.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents; }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= kRandomEvents; }, kPatience))
       << daemon.Log() << Activity();
   EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
   ExpectExactRandomResult(s);
@@ -123,13 +115,13 @@ TEST(KafkaDaemon, TwoInstancesOneKilledAndRestartedEndsExact) {
   DaemonProcess b(RunArgs(s, "20"), s.config.store.postgres);
   a.Start();
   b.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents / 4; }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= kRandomEvents / 4; }, kPatience))
       << a.Log() << b.Log();
   a.Kill();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents / 2; }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= kRandomEvents / 2; }, kPatience))
       << b.Log();
   a.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents; }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= kRandomEvents; }, kPatience))
       << a.Log() << b.Log() << Activity();
   EXPECT_EQ(0, a.Terminate(30)) << a.Log();
   EXPECT_EQ(0, b.Terminate(30)) << b.Log();
@@ -141,17 +133,17 @@ TEST(KafkaDaemon, SigtermFinishesTheBatchCommitsAndExitsZero) {
   Publish(s, SourcePath("tests/data/article/events-random.jsonl"));
   DaemonProcess daemon(RunArgs(s, "10"), s.config.store.postgres);
   daemon.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= 200; }, kPatience)) << daemon.Log();
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= 200; }, kPatience)) << daemon.Log();
   EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
   std::string log = daemon.Log();
   EXPECT_NE(std::string::npos, log.find("event=partitions_revoked")) << log;  // left the group
   EXPECT_NE(std::string::npos, log.find("event=daemon_stopped exit_code=0 signal=15")) << log;
   // What was committed is consistent: a restart finishes exactly.
-  uint64_t committed = Processed(s.schema);
+  uint64_t committed = EventsProcessed(s.schema);
   EXPECT_GE(committed, 200u);
   DaemonProcess again(RunArgs(s, "5000"), s.config.store.postgres);
   again.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= kRandomEvents; }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= kRandomEvents; }, kPatience))
       << again.Log();
   EXPECT_EQ(0, again.Terminate(30));
   ExpectExactRandomResult(s);
@@ -166,7 +158,7 @@ TEST(KafkaDaemon, BadMessagesGoToTheTableAndTheDeadLetterTopic) {
   Publish(s, SourcePath("tests/data/article/events.jsonl"));
   DaemonProcess daemon(RunArgs(s, "5000"), s.config.store.postgres);
   daemon.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= 286; }, kPatience)) << daemon.Log();
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= 286; }, kPatience)) << daemon.Log();
   EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
   EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(s.config),
                                          SourcePath("tests/data/article/expected.json")));
@@ -194,7 +186,7 @@ TEST(KafkaDaemon, RunPrunesDeadLettersPastTheCapEveryInterval) {
   Publish(s, SourcePath("tests/data/article/events.jsonl"));
   DaemonProcess daemon(RunArgs(s, "5000"), s.config.store.postgres);
   daemon.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= 286; }, kPatience)) << daemon.Log();
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= 286; }, kPatience)) << daemon.Log();
   const std::string count = "select count(*) from " + s.schema + ".dead_letters";
   ASSERT_TRUE(WaitUntil([&] { return Sql(count) == std::vector<std::string>{"2"}; }, kPatience))
       << daemon.Log();
@@ -228,7 +220,7 @@ TEST(KafkaDaemon, AnOversizedDeadLetterIsTruncatedNotRetriedForEver) {
   run.config_file = testing::WriteTempFile("limited.yaml", limited);
   DaemonProcess daemon(RunArgs(run, "5000"), s.config.store.postgres);
   daemon.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= 287; }, kPatience)) << daemon.Log();
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= 287; }, kPatience)) << daemon.Log();
   EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
   EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(s.config),
                                          SourcePath("tests/data/article/expected.json")));
@@ -264,7 +256,7 @@ TEST(KafkaDaemon, BrokerRestartWhileRunningLosesNothing) {
   Publish(s, first);
   DaemonProcess daemon(RunArgs(s, "100"), s.config.store.postgres);
   daemon.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(schema) >= first_count; }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(schema) >= first_count; }, kPatience))
       << daemon.Log();
   ASSERT_EQ(0, kafka.Run({"stop"}));
   // The daemon neither exits on the outage...
@@ -275,7 +267,7 @@ TEST(KafkaDaemon, BrokerRestartWhileRunningLosesNothing) {
   ASSERT_EQ(0, kafka.Run({"start"}));
   Publish(s, second);
   // ...nor after it, and it reads on from where it was.
-  ASSERT_TRUE(WaitUntil([&] { return Processed(schema) >= kRandomEvents; }, kPatience))
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(schema) >= kRandomEvents; }, kPatience))
       << daemon.Log();
   EXPECT_TRUE(daemon.Running()) << daemon.Log();
   EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
@@ -320,10 +312,10 @@ TEST(KafkaDaemon, SigtermEndsABatchStuckBehindALock) {
     EXPECT_NE(std::string::npos, daemon.Log().find("batch_abandoned_for_stop")) << daemon.Log();
     lock.abort();
   }
-  EXPECT_EQ(0u, Processed(s.schema));  // nothing of the stuck batch committed
+  EXPECT_EQ(0u, EventsProcessed(s.schema));  // nothing of the stuck batch committed
   DaemonProcess again(RunArgs(s, "5000"), s.config.store.postgres);
   again.Start();
-  ASSERT_TRUE(WaitUntil([&] { return Processed(s.schema) >= 286; }, kPatience)) << again.Log();
+  ASSERT_TRUE(WaitUntil([&] { return EventsProcessed(s.schema) >= 286; }, kPatience)) << again.Log();
   EXPECT_EQ(0, again.Terminate(30)) << again.Log();
   EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(s.config),
                                          SourcePath("tests/data/article/expected.json")));
