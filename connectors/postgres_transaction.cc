@@ -413,7 +413,6 @@ class PostgresTransaction : public StoreTransaction,
       rows = Run(sql, relation.entity_type(), relation.name(), arrays.target,
                                arrays.sort, arrays.id, arrays.backward, arrays.limit);
     }));
-    if (getenv("TRACE_SCAN")) { std::map<std::string,int> per; for (const auto& row : rows) per[row[0].c_str()]++; std::string top; for (auto& e : per) if (e.second > 300) top += " " + e.first + ":" + std::to_string(e.second); fprintf(stderr, "SCAN %s.%s ranges=%zu rows=%zu data=%d big:%s\n", relation.entity_type().c_str(), relation.name().c_str(), ranges.size(), rows.size(), (int)with_data, top.c_str()); }
     for (const auto& row : rows) {
       Referrer referrer;
       referrer.target = row[0].c_str();
