@@ -7,7 +7,6 @@
 #ifndef DENORMD_PROJECTIONS_AFFECTED_H_
 #define DENORMD_PROJECTIONS_AFFECTED_H_
 
-#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -41,7 +40,7 @@ struct ReferrerMoves {
 // What one batch's own changes (each entity once, as it was before the batch
 // and is after it) moved, per relation and target; a target nothing moved
 // is absent. Complete only for the relations a derivation asked for
-// (AffectedUnits::AddMoves).
+// (AddParentsOfChild with record_moves, derivations/children.h).
 using RelationMoves = std::map<const Relation*, std::map<std::string, ReferrerMoves>>;
 
 struct AffectedUnits {
@@ -70,23 +69,6 @@ struct AffectedUnits {
   }
   void AddLinkedTo(const Link& link, size_t projection, const std::string& target) {
     linked_to[&link][projection].insert(target);
-  }
-  // Records which targets of `relation` the change of one referrer joined
-  // (named after, not before) and left; both lists sorted.
-  void AddMoves(const Relation& relation, const std::string& referrer,
-                const std::vector<std::string>& targets_before,
-                const std::vector<std::string>& targets_after) {
-    std::map<std::string, ReferrerMoves>& targets = moves[&relation];
-    for (const std::string& target : targets_after) {
-      if (!std::binary_search(targets_before.begin(), targets_before.end(), target)) {
-        targets[target].joined.insert(referrer);
-      }
-    }
-    for (const std::string& target : targets_before) {
-      if (!std::binary_search(targets_after.begin(), targets_after.end(), target)) {
-        targets[target].left.insert(referrer);
-      }
-    }
   }
 };
 

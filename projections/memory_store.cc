@@ -99,7 +99,7 @@ class MemoryTransaction : public StoreTransaction,
         Referrer referrer{range.target, key.sort, state_.entities.at({relation.entity_type(), key.id})};
         if (read == Read::kKeys) referrer.entity.data = nullptr;
         out->push_back(std::move(referrer));
-        state_.referrers_read[relation.name()]++;
+        state_.referrers_read[relation.entity_type() + "." + relation.name()]++;
       }
     }
     return Status::Ok();

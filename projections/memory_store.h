@@ -44,8 +44,8 @@ struct MemoryState {
   // Documents written or deleted per collection, ever (for tests that bound
   // what a change costs).
   std::map<std::string, uint64_t> document_writes;
-  // Index rows that scans returned per relation name ("type.path..."), ever
-  // (idem: what a change reads).
+  // Index rows that scans returned per relation ("book.authorIds": the
+  // referring type and the relation's name), ever (idem: what a change reads).
   std::map<std::string, uint64_t> referrers_read;
   std::map<std::pair<std::string, int32_t>, StoredPosition> positions;
   std::vector<DeadLetter> dead_letters;

@@ -20,8 +20,10 @@ struct ChildrenSpec {
 // Adds the parents whose children changed: those the child names before but
 // not after or after but not before (membership); with `payload` (what the
 // parent shows of the child changed), every parent it names before or after.
+// With `record_moves`, also records the membership changes in out->moves
+// (the child left the first kind of parent, joined the second).
 void AddParentsOfChild(const Relation& via, size_t projection, const EntityChange& change,
-                       bool payload, AffectedUnits* out);
+                       bool payload, AffectedUnits* out, bool record_moves = false);
 
 }  // namespace denormd
 

@@ -96,9 +96,7 @@ class IdsDerivation : public Derivation {
   std::vector<std::string> DependsOn() const override { return {spec_.entity}; }
 
   void CollectAffected(const EntityChange& change, AffectedUnits* out) const override {
-    AddParentsOfChild(via_, projection_, change, /*payload=*/false, out);
-    out->AddMoves(via_, change.key.id, via_.TargetsOf(*change.before),
-                  via_.TargetsOf(*change.after));
+    AddParentsOfChild(via_, projection_, change, /*payload=*/false, out, /*record_moves=*/true);
   }
 
   Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,

@@ -44,7 +44,7 @@ class IdsSplice : public ::testing::Test {
 
   uint64_t ReferrersRead() {
     const auto& read = m_.store().state().referrers_read;
-    auto it = read.find("authorIds");
+    auto it = read.find("book.authorIds");
     return it == read.end() ? 0 : it->second;
   }
 
@@ -123,10 +123,10 @@ projections:
   std::vector<std::string> events;
   for (int i = 0; i < 500; ++i) events.push_back(Book("b" + std::to_string(1000 + i), R"("a1")"));
   m.Apply(events);
-  const uint64_t before = m.store().state().referrers_read.at("authorIds");
+  const uint64_t before = m.store().state().referrers_read.at("book.authorIds");
   m.Apply({R"({"type":"book","id":"b1000","op":"delete"})",
            R"({"type":"author","id":"a1","op":"patch","data":{"name":"B"}})"});
-  EXPECT_EQ(2u, m.store().state().referrers_read.at("authorIds") - before);
+  EXPECT_EQ(2u, m.store().state().referrers_read.at("book.authorIds") - before);
   EXPECT_NE(std::string::npos, m.Documents("first_books").at("a1").json.find(R"("books":["b1001","b1002"])"))
       << m.Documents("first_books").at("a1").json;
   EXPECT_EQ(std::vector<std::string>(), m.Differences());
