@@ -15,7 +15,7 @@ Prints each step's wall time and the reports' figures, and exits 1 when a
 count differs or verify finds a difference. Needs a PostgreSQL (--postgres)
 and build/denormd.
 
-  bench/plan_apply.py --postgres postgresql://postgres@127.0.0.1:55433/denorm \\
+  bench/plan_apply.py --postgres postgresql://postgres@127.0.0.1:15433/denorm \\
       --workload .local/bench/workload/a1000-b10000-p100-c100000-ch20000-s20261125
 """
 import argparse

@@ -40,7 +40,7 @@
 #   DENORMD_CONNECT_BOOTSTRAP        Kafka bootstrap [127.0.0.1:$DENORMD_KAFKA_PORT, i.e. 19092]
 #   DENORMD_CONNECT_NAME             connector name (keys the stored offsets) [denormd-app]
 #   DENORMD_CONNECT_DB_HOST / _DB_PORT / _DB_NAME / _DB_USER / _DB_PASSWORD
-#                                    the application database [127.0.0.1 / 55434 / app / postgres / ""]
+#                                    the application database [127.0.0.1 / 15434 / app / postgres / ""]
 #   DENORMD_CONNECT_TOPIC_PREFIX     topic.prefix: topics are PREFIX.SCHEMA.TABLE [app]
 #   DENORMD_CONNECT_TABLES           table.include.list
 #                                    [public.authors,public.books,public.book_authors,public.posts,public.comments]
@@ -59,7 +59,7 @@
 # State: $DENORMD_STATE_DIR/connect/{worker.properties,connector.properties,offsets.dat,
 # connect.pid,logs/}; jars: $DENORMD_CONNECT_LIB_DIR/{worker,plugins/debezium-connector-postgres}.
 # The application database must run with wal_level=logical: e.g.
-#   DENORMD_STATE_DIR=$PWD/.local/app DENORMD_PG_PORT=55434 DENORMD_PG_DB=app \
+#   DENORMD_STATE_DIR=$PWD/.local/app DENORMD_PG_PORT=15434 DENORMD_PG_DB=app \
 #     DENORMD_PG_WAL_LEVEL=logical scripts/postgres.sh start
 # Reset: scripts/connect.sh stop && scripts/connect.sh reset
 set -euo pipefail
@@ -86,7 +86,7 @@ REST="http://127.0.0.1:$PORT"
 BOOTSTRAP="${DENORMD_CONNECT_BOOTSTRAP:-127.0.0.1:${DENORMD_KAFKA_PORT:-19092}}"
 NAME="${DENORMD_CONNECT_NAME:-denormd-app}"
 DB_HOST="${DENORMD_CONNECT_DB_HOST:-127.0.0.1}"
-DB_PORT="${DENORMD_CONNECT_DB_PORT:-55434}"
+DB_PORT="${DENORMD_CONNECT_DB_PORT:-15434}"
 DB_NAME="${DENORMD_CONNECT_DB_NAME:-app}"
 DB_USER="${DENORMD_CONNECT_DB_USER:-postgres}"
 DB_PASSWORD="${DENORMD_CONNECT_DB_PASSWORD:-}"

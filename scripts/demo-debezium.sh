@@ -10,7 +10,7 @@
 # documents of the seed rows (Debezium's snapshot), then runs SQL statements in
 # the application database and shows the same documents change. The daemon
 # keeps running until Ctrl-C; change rows meanwhile with
-#   DENORMD_STATE_DIR=.local/app DENORMD_PG_PORT=55434 DENORMD_PG_DB=app scripts/postgres.sh psql
+#   DENORMD_STATE_DIR=.local/app DENORMD_PG_PORT=15434 DENORMD_PG_DB=app scripts/postgres.sh psql
 #
 # Each run starts over: new application tables, a new replication slot and
 # snapshot, topics under a new prefix (demo<unix time>.public.*), an empty
@@ -18,9 +18,9 @@
 #
 # Environment: DENORMD_STATE_DIR, DENORMD_PG_PORT, DENORMD_KAFKA_PORT (denormd's
 # store and the broker, as scripts/demo.sh); DENORMD_APP_PG_PORT (the application
-# database, default 55434); DENORMD_CONNECT_PORT (Connect's REST port, default 18083).
+# database, default 15434); DENORMD_CONNECT_PORT (Connect's REST port, default 18083).
 # Everything keeps running after the demo; stop it with
-#   scripts/connect.sh stop; DENORMD_STATE_DIR=.local/app DENORMD_PG_PORT=55434 scripts/postgres.sh stop
+#   scripts/connect.sh stop; DENORMD_STATE_DIR=.local/app DENORMD_PG_PORT=15434 scripts/postgres.sh stop
 #   scripts/kafka.sh stop; scripts/postgres.sh stop
 set -euo pipefail
 
@@ -28,7 +28,7 @@ REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_DIR"
 step() { echo "==> $*" >&2; }
 STATE_DIR="${DENORMD_STATE_DIR:-$REPO_DIR/.local}"
-APP_PG_PORT="${DENORMD_APP_PG_PORT:-55434}"
+APP_PG_PORT="${DENORMD_APP_PG_PORT:-15434}"
 PREFIX="demo$(date +%s)"
 DEMO_DIR="$STATE_DIR/demo-debezium"
 CONFIG="$DEMO_DIR/config.yaml"

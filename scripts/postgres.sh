@@ -14,7 +14,7 @@
 #
 # Environment:
 #   DENORMD_STATE_DIR  state root (default: <repo>/.local)
-#   DENORMD_PG_PORT    TCP port on 127.0.0.1 (default 55432)
+#   DENORMD_PG_PORT    TCP port on 127.0.0.1 (default 15432)
 #   DENORMD_PG_DB      database created by start (default denorm)
 #   DENORMD_PG_FSYNC   on|off (default on; see below)
 #   DENORMD_PG_WAL_LEVEL  replica|logical (default: the server's, replica); logical for a
@@ -45,7 +45,7 @@ STATE_DIR="${DENORMD_STATE_DIR:-$REPO_DIR/.local}"
 PGDATA_DIR="$STATE_DIR/postgres"
 SOCK_DIR="$STATE_DIR/postgres-socket"
 PG_LOG="$STATE_DIR/postgres.log"
-PORT="${DENORMD_PG_PORT:-55432}"
+PORT="${DENORMD_PG_PORT:-15432}"
 DB="${DENORMD_PG_DB:-denorm}"
 FSYNC="${DENORMD_PG_FSYNC:-on}"
 WAL_LEVEL="${DENORMD_PG_WAL_LEVEL:-}"
@@ -200,6 +200,11 @@ cmd_start() {
   log "starting PostgreSQL on 127.0.0.1:$PORT (log $PG_LOG)"
   if ! as_pg "$bin/pg_ctl" -D "$PGDATA_DIR" -l "$PG_LOG" -w -t 60 start >/dev/null; then
     tail -n 30 "$PG_LOG" >&2
+    if tail -n 30 "$PG_LOG" | grep -q 'Address already in use'; then
+      # Not listening a moment ago, yet taken: most often the local end of an
+      # outgoing connection (a port inside net.ipv4.ip_local_port_range).
+      die "pg_ctl start failed: port $PORT is held by another socket (an outgoing connection's local port?); set DENORMD_PG_PORT to a port below $(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+    fi
     die "pg_ctl start failed"
   fi
   ensure_db

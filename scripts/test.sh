@@ -13,9 +13,9 @@
 #
 # Environment:
 #   DENORMD_TEST_STATE_DIR  services' state (default <repo>/.local/test)
-#   DENORMD_TEST_PG_PORT    PostgreSQL port (default 55433)
+#   DENORMD_TEST_PG_PORT    PostgreSQL port (default 15433)
 #   DENORMD_TEST_KAFKA_PORT Kafka port (default 19192; controller +1)
-#   DENORMD_TEST_APP_PG_PORT    the Debezium test's application PostgreSQL (default 55436)
+#   DENORMD_TEST_APP_PG_PORT    the Debezium test's application PostgreSQL (default 15436)
 #   DENORMD_TEST_CONNECT_PORT   the Debezium test's Kafka Connect REST port (default 18084)
 #   DENORMD_BUILD_DIR       build directory (default <repo>/build)
 #   DENORMD_TEST_JOBS       tests run at once (default 2)
@@ -25,7 +25,7 @@ REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_DIR"
 BUILD_DIR="${DENORMD_BUILD_DIR:-$REPO_DIR/build}"
 export DENORMD_STATE_DIR="${DENORMD_TEST_STATE_DIR:-$REPO_DIR/.local/test}"
-export DENORMD_PG_PORT="${DENORMD_TEST_PG_PORT:-55433}"
+export DENORMD_PG_PORT="${DENORMD_TEST_PG_PORT:-15433}"
 export DENORMD_KAFKA_PORT="${DENORMD_TEST_KAFKA_PORT:-19192}"
 JOBS="${DENORMD_TEST_JOBS:-2}"
 
@@ -48,7 +48,7 @@ step "starting PostgreSQL on 127.0.0.1:$DENORMD_PG_PORT and Kafka on 127.0.0.1:$
 DENORMD_TEST_POSTGRES="$(bash scripts/postgres.sh start)"
 DENORMD_TEST_KAFKA="$(bash scripts/kafka.sh start)"
 export DENORMD_TEST_POSTGRES DENORMD_TEST_KAFKA
-export DENORMD_TEST_APP_PG_PORT="${DENORMD_TEST_APP_PG_PORT:-55436}"
+export DENORMD_TEST_APP_PG_PORT="${DENORMD_TEST_APP_PG_PORT:-15436}"
 export DENORMD_TEST_CONNECT_PORT="${DENORMD_TEST_CONNECT_PORT:-18084}"
 export DENORMD_KAFKA_SCRIPT="$REPO_DIR/scripts/kafka.sh"
 

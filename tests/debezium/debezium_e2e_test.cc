@@ -19,7 +19,7 @@
 // scripts/test.sh's services (DENORMD_TEST_POSTGRES, DENORMD_TEST_KAFKA) and
 // starts its own application PostgreSQL and Connect worker under
 // $DENORMD_STATE_DIR/debezium-e2e (ports DENORMD_TEST_APP_PG_PORT, default
-// 55436, and DENORMD_TEST_CONNECT_PORT, default 18084). Java and Maven come
+// 15436, and DENORMD_TEST_CONNECT_PORT, default 18084). Java and Maven come
 // with scripts/install-deps.sh; the jars are fetched once into .local/connect.
 #include <unistd.h>
 
@@ -62,11 +62,11 @@ class DebeziumEndToEnd : public ::testing::Test {
     prefix_ = "dbz" + std::to_string(getpid());
     schema_ = testing::TestSchemaName();
     env_ = {{"DENORMD_STATE_DIR", state_dir_},
-            {"DENORMD_PG_PORT", Env("DENORMD_TEST_APP_PG_PORT", "55436")},
+            {"DENORMD_PG_PORT", Env("DENORMD_TEST_APP_PG_PORT", "15436")},
             {"DENORMD_PG_DB", "app"},
             {"DENORMD_PG_WAL_LEVEL", "logical"},
             {"DENORMD_CONNECT_PORT", Env("DENORMD_TEST_CONNECT_PORT", "18084")},
-            {"DENORMD_CONNECT_DB_PORT", Env("DENORMD_TEST_APP_PG_PORT", "55436")},
+            {"DENORMD_CONNECT_DB_PORT", Env("DENORMD_TEST_APP_PG_PORT", "15436")},
             {"DENORMD_CONNECT_DB_NAME", "app"},
             {"DENORMD_CONNECT_BOOTSTRAP", bootstrap},
             {"DENORMD_CONNECT_TOPIC_PREFIX", prefix_},

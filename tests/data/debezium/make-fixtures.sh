@@ -15,7 +15,7 @@
 # Environment (ports of the fixture stack; none may be in use):
 #   FIXTURE_STATE_DIR     [<repo>/.local/debezium-fixtures]  (removed at each run)
 #   FIXTURE_KAFKA_PORT    [19290] (controller +1)
-#   FIXTURE_PG_PORT       [55450]
+#   FIXTURE_PG_PORT       [15450]
 #   FIXTURE_CONNECT_PORT  [18083]
 set -euo pipefail
 
@@ -26,7 +26,7 @@ STATE="${FIXTURE_STATE_DIR:-$REPO_DIR/.local/debezium-fixtures}"
 
 export DENORMD_STATE_DIR="$STATE"
 export DENORMD_KAFKA_PORT="${FIXTURE_KAFKA_PORT:-19290}"
-export DENORMD_PG_PORT="${FIXTURE_PG_PORT:-55450}" DENORMD_PG_DB=app DENORMD_PG_WAL_LEVEL=logical
+export DENORMD_PG_PORT="${FIXTURE_PG_PORT:-15450}" DENORMD_PG_DB=app DENORMD_PG_WAL_LEVEL=logical
 export DENORMD_CONNECT_PORT="${FIXTURE_CONNECT_PORT:-18083}"
 export DENORMD_CONNECT_DB_PORT="$DENORMD_PG_PORT" DENORMD_CONNECT_DB_NAME=app
 export DENORMD_CONNECT_TOPIC_PREFIX=app DENORMD_CONNECT_NAME=denormd-app DENORMD_CONNECT_SLOT=denormd_app
