@@ -302,9 +302,18 @@ Status PostgresStore::CreateTables(bool with_collections) {
         relations.push_back(s + work.quote_name(collection + "_key"));
       }
     }
-    complete = work.exec_params1("select count(*) from unnest($1::text[]) r"
-                                 " where to_regclass(r) is null",
-                                 PgTextArray(relations))[0]
+    // And the newest column of the collections (added by one ALTER with the
+    // other bucket columns): a table from an older release gains it.
+    std::vector<std::string> collection_tables;
+    for (const std::string& collection : collections) {
+      collection_tables.push_back(s + work.quote_name(collection));
+    }
+    complete = work.exec_params1("select (select count(*) from unnest($1::text[]) r"
+                                 " where to_regclass(r) is null)"
+                                 " + (select count(*) from unnest($2::text[]) t where not exists"
+                                 " (select 1 from pg_attribute a where a.attrelid = to_regclass(t)"
+                                 " and a.attname = 'member_keys' and not a.attisdropped))",
+                                 PgTextArray(relations), PgTextArray(collection_tables))[0]
                    .as<int>() == 0;
   }));
   if (complete) return Status::Ok();
@@ -367,8 +376,11 @@ Status PostgresStore::CreateTables(bool with_collections) {
     for (const std::string& collection : collections) {
       const std::string table = s + "." + work.quote_name(collection);
       // Bucket documents also keep where they sit in their group: seq (what
-      // readers page by), number (of the id), the first member's key (lo)
-      // and the member count; other documents leave these null.
+      // readers page by), number (of the id), the first member's key (lo),
+      // the member count and their keys (member_keys, which a batch splices
+      // instead of reading the index; null: read the index); other documents
+      // leave these null. Columns are added to older tables as they are
+      // found (nullable, so without rewriting the table).
       // A collection several projections write is keyed on (pk, id), as in
       // the article's model (an id is unique within its partition); any
       // other on id.
@@ -384,7 +396,8 @@ Status PostgresStore::CreateTables(bool with_collections) {
                 " add column if not exists seq bigint, add column if not exists number bigint,"
                 " add column if not exists lo_sort bytea,"
                 " add column if not exists lo_id text collate \"C\","
-                " add column if not exists members integer");
+                " add column if not exists members integer,"
+                " add column if not exists member_keys bytea");
       work.exec("create index if not exists " + work.quote_name(collection + "_by_pk") + " on " +
                 table + " (projection, pk)");
       work.exec("create index if not exists " + work.quote_name(collection + "_by_lo") + " on " +

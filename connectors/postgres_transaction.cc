@@ -544,7 +544,7 @@ class PostgresTransaction : public StoreTransaction,
     const std::string key = shared ? "((coalesce(pk, '')), id)" : "(id)";
     const std::string values =
         "x as (select * from jsonb_to_recordset($1::jsonb) as x(id text, doc jsonb, pk text,"
-        " seq bigint, number bigint, lo_sort text, lo_id text, members integer))";
+        " seq bigint, number bigint, lo_sort text, lo_id text, members integer, member_keys text))";
     // A document whose partition key changed moves: its row under the old
     // key goes (`moved`; that key differs from every key inserted).
     const std::string clash =
@@ -581,18 +581,20 @@ class PostgresTransaction : public StoreTransaction,
     }
     const std::string sql =
         "with " + values + clash + old_pks + ", w as (insert into " + Table(projection) +
-        " as c (id, doc, pk, projection, seq, number, lo_sort, lo_id, members)"
+        " as c (id, doc, pk, projection, seq, number, lo_sort, lo_id, members, member_keys)"
         " select x.id, x.doc, x.pk, $2, x.seq, x.number, decode(x.lo_sort, 'hex'), x.lo_id,"
-        " x.members from x" + (shared ? " where not exists (select 1 from clash)" : "") +
+        " x.members, decode(x.member_keys, 'hex') from x" + (shared ? " where not exists (select 1 from clash)" : "") +
         " on conflict " + key + " do update set doc = excluded.doc, pk = excluded.pk,"
         " projection = excluded.projection, seq = excluded.seq, number = excluded.number,"
-        " lo_sort = excluded.lo_sort, lo_id = excluded.lo_id, members = excluded.members"
+        " lo_sort = excluded.lo_sort, lo_id = excluded.lo_id, members = excluded.members,"
+        " member_keys = excluded.member_keys"
         " where c.doc is distinct from excluded.doc or c.pk is distinct from excluded.pk"
         " or c.projection is distinct from excluded.projection"
         " or c.seq is distinct from excluded.seq or c.number is distinct from excluded.number"
         " or c.lo_sort is distinct from excluded.lo_sort"
         " or c.lo_id is distinct from excluded.lo_id"
-        " or c.members is distinct from excluded.members returning " +
+        " or c.members is distinct from excluded.members"
+        " or c.member_keys is distinct from excluded.member_keys returning " +
         (captured ? "c.id, c.pk, c.doc" : "1") + ")" + capture +
         " select (select count(*) from w)" + (shared ? " + (select count(*) from moved)" : "") +
         (shared ? ", (select id || ' (partition ' || coalesce(pk, 'none') || ') of projection '"
@@ -899,6 +901,10 @@ class PostgresTransaction : public StoreTransaction,
     w.Uint64(meta.number);
     w.Key("members");
     w.Uint64(meta.members);
+    if (meta.keys) {
+      w.Key("member_keys");
+      WriteString(w, HexEncode(PackIndexKeys(*meta.keys)));
+    }
     if (!meta.lo) return;
     w.Key("lo_sort");
     WriteString(w, HexEncode(meta.lo->sort));
@@ -978,7 +984,8 @@ class PostgresTransaction : public StoreTransaction,
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("loading documents of " + projection.name, [&] {
       rows = Run(
-          "select id, pk, doc::text, number, seq, encode(lo_sort, 'hex'), lo_id, members from " +
+          "select id, pk, doc::text, number, seq, encode(lo_sort, 'hex'), lo_id, members,"
+          " encode(member_keys, 'hex') from " +
               Table(projection) + " where projection = $1 and " + column + " = any($2::text[])",
           projection.name, PgTextArray(values));
     }));
@@ -993,6 +1000,11 @@ class PostgresTransaction : public StoreTransaction,
         meta.seq = row[4].is_null() ? 0 : row[4].as<int64_t>();
         if (!row[5].is_null()) meta.lo = IndexKey{HexDecode(row[5].c_str()), row[6].c_str()};
         meta.members = row[7].is_null() ? 0 : row[7].as<uint64_t>();
+        // Keys that do not unpack are as good as none: the index is read.
+        std::vector<IndexKey> keys;
+        if (!row[8].is_null() && UnpackIndexKeys(HexDecode(row[8].c_str()), &keys)) {
+          meta.keys = std::move(keys);
+        }
         doc.bucket = meta;
       }
       out->push_back(std::move(doc));

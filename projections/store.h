@@ -172,7 +172,18 @@ struct BucketMeta {
   int64_t seq = 0;             // readers page a group by ascending seq
   std::optional<IndexKey> lo;  // its first member's key (stable layout)
   uint64_t members = 0;        // how many members it holds
+  // Its members' keys, in order (`members` of them), so that a batch splices
+  // the bucket without reading its range of the reference index. None when
+  // unknown: a bucket written by the packed splice (from items alone), or
+  // before the column existed; readers then scan the index.
+  std::optional<std::vector<IndexKey>> keys;
 };
+
+// A list of keys as bytes (the `member_keys` column): for each key, the
+// lengths of its sort and id as varints, then their bytes.
+std::string PackIndexKeys(const std::vector<IndexKey>& keys);
+// False when `bytes` is not such a list.
+bool UnpackIndexKeys(const std::string& bytes, std::vector<IndexKey>* keys);
 
 // A projection document as stored: table row (id, doc, pk), and for a
 // bucket its place in the group.

@@ -65,7 +65,10 @@ void AppendPackedMemberBuckets(const ProjectionConfig& projection, const std::st
   const size_t before = rows->size();
   AppendPackedBuckets(projection, group, first, items, items.size(), rows);
   for (size_t i = before, start = 0; i < rows->size(); ++i, start += projection.size) {
-    (*rows)[i].bucket->lo = members[start]->key();
+    BucketMeta& meta = *(*rows)[i].bucket;
+    meta.lo = members[start]->key();
+    meta.keys.emplace();
+    for (size_t m = start; m < start + meta.members; ++m) meta.keys->push_back(members[m]->key());
   }
 }
 

@@ -1,6 +1,7 @@
 #include "projections/buckets/stable_layout.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 #include <unordered_set>
@@ -395,33 +396,46 @@ class StableBatch {
     return Status::Ok();
   }
 
-  // Reads what the runs need: their members now (keys), the stored buckets
-  // they rewrite, and the entities of the members to render.
+  // Reads what the runs need: the stored buckets they rewrite, their
+  // members now (keys), and the entities of the members to render. A run's
+  // members come from its stored buckets' keys and the batch's changes; the
+  // run's range of the reference index is read only when a bucket has no
+  // keys or they do not fit the changes.
   Status Read(const std::map<std::string, GroupPlan>& plans, const GroupChanges& changes) {
-    std::vector<IndexRange> ranges;
     std::vector<std::string> documents;
     for (const auto& entry : plans) {
       const GroupPlan& plan = entry.second;
       if (plan.whole || plan.respace) continue;
       for (const Run& run : plan.runs) {
-        ranges.push_back({entry.first, run.lower, false, run.new_members + 1});
         for (size_t i = run.begin; i < run.end; ++i) {
           const PlanBucket& bucket = plan.segments[run.segment][i];
           if (bucket.exists) documents.push_back(bucket.id);
         }
       }
     }
-    std::vector<Referrer> scanned;
-    DENORMD_RETURN_IF_ERROR(
-        txn_.index().Scan(relation_, ranges, ReferenceIndex::Read::kKeys, &scanned));
-    for (const Referrer& member : scanned) members_[member.target].push_back(member.key());
-    for (auto& entry : members_) {  // ranges of one group can overlap
-      std::sort(entry.second.begin(), entry.second.end());
-      entry.second.erase(std::unique(entry.second.begin(), entry.second.end()), entry.second.end());
-    }
     std::vector<DocumentRow> rows;
     if (!documents.empty()) DENORMD_RETURN_IF_ERROR(txn_.documents().Load(projection_, documents, &rows));
     for (DocumentRow& row : rows) stored_[row.id] = std::move(row);
+    std::vector<IndexRange> ranges;
+    for (const auto& entry : plans) {
+      const GroupPlan& plan = entry.second;
+      if (plan.whole || plan.respace) continue;
+      for (const Run& run : plan.runs) {
+        if (!MembersFromStoredKeys(entry.first, plan, run, changes.at(entry.first))) {
+          ranges.push_back({entry.first, run.lower, false, run.new_members + 1});
+        }
+      }
+    }
+    std::vector<Referrer> scanned;
+    if (!ranges.empty()) {
+      DENORMD_RETURN_IF_ERROR(
+          txn_.index().Scan(relation_, ranges, ReferenceIndex::Read::kKeys, &scanned));
+    }
+    for (const Referrer& member : scanned) members_[member.target].push_back(member.key());
+    for (auto& entry : members_) {  // a scanned range can reach into the next run's
+      std::sort(entry.second.begin(), entry.second.end());
+      entry.second.erase(std::unique(entry.second.begin(), entry.second.end()), entry.second.end());
+    }
     std::vector<EntityKey> keys;
     for (const auto& group : changes) {
       for (const MemberChange& change : group.second) {
@@ -507,7 +521,9 @@ class StableBatch {
         continue;
       }
       BucketMeta meta = bucket.meta;
-      meta.lo = *(first + static_cast<std::ptrdiff_t>(at));
+      const auto begin = first + static_cast<std::ptrdiff_t>(at);
+      meta.lo = *begin;
+      meta.keys.emplace(begin, begin + bucket.count);
       rows->push_back(BucketDocument(projection_, group, meta, items, at, at + bucket.count));
       at += static_cast<size_t>(bucket.count);
     }
@@ -515,6 +531,55 @@ class StableBatch {
   }
 
  private:
+  // The members of `run` now, from its stored buckets' keys (the members
+  // before the batch) less the keys the group's changes left, plus those
+  // they entered, added to members_[group]. False, adding nothing, when a
+  // bucket has no keys or they do not fit: not `members` of them, not in
+  // order inside the run's range, a key left that is not there or entered
+  // twice, or not the planned count in the end.
+  bool MembersFromStoredKeys(const std::string& group, const GroupPlan& plan, const Run& run,
+                             const std::vector<MemberChange>& changes) {
+    std::vector<IndexKey> before;
+    before.reserve(run.old_members);
+    for (size_t i = run.begin; i < run.end; ++i) {
+      const PlanBucket& bucket = plan.segments[run.segment][i];
+      if (!bucket.exists) continue;
+      auto found = stored_.find(bucket.id);
+      if (found == stored_.end() || !found->second.bucket || !found->second.bucket->keys ||
+          found->second.bucket->keys->size() != bucket.meta.members) {
+        return false;
+      }
+      const std::vector<IndexKey>& own = *found->second.bucket->keys;
+      before.insert(before.end(), own.begin(), own.end());
+    }
+    for (size_t i = 0; i < before.size(); ++i) {
+      if (!InRange(before[i], run.lower, run.upper) || (i > 0 && !(before[i - 1] < before[i]))) {
+        return false;
+      }
+    }
+    std::vector<IndexKey> left, entered;
+    for (const MemberChange& change : changes) {
+      if (change.before && InRange(*change.before, run.lower, run.upper)) left.push_back(*change.before);
+      if (change.after && InRange(*change.after, run.lower, run.upper)) entered.push_back(*change.after);
+    }
+    std::sort(left.begin(), left.end());
+    std::sort(entered.begin(), entered.end());
+    std::vector<IndexKey> stayed;
+    std::set_difference(before.begin(), before.end(), left.begin(), left.end(),
+                        std::back_inserter(stayed));
+    if (stayed.size() + left.size() != before.size()) return false;  // a key left that was not there
+    std::vector<IndexKey> now;
+    now.reserve(stayed.size() + entered.size());
+    std::merge(stayed.begin(), stayed.end(), entered.begin(), entered.end(), std::back_inserter(now));
+    if (std::adjacent_find(now.begin(), now.end()) != now.end() ||
+        now.size() != run.new_members) {
+      return false;
+    }
+    std::vector<IndexKey>& members = members_[group];
+    members.insert(members.end(), now.begin(), now.end());
+    return true;
+  }
+
   // The items of the run's stored buckets, in order, each bucket checked for
   // its member count.
   bool StoredItems(const GroupPlan& plan, const Run& run, std::vector<std::string>* items) {
@@ -680,11 +745,20 @@ void StableLayout::CheckGroup(const std::string& group, const std::vector<const 
     same = *texts[i] == rendered[i] || canonical(*texts[i]) == canonical(rendered[i]);
   }
   if (same) {
-    size_t at = 0;  // and each bucket's lo is its first member's key
+    size_t at = 0;  // and each bucket's lo and keys are its members'
     for (size_t i = 0; i < stored.size(); ++i) {
-      if (!items[i].empty() && stored[i].bucket &&
-          !(stored[i].bucket->lo && *stored[i].bucket->lo == members[at]->key())) {
+      const std::optional<BucketMeta>& meta = stored[i].bucket;
+      if (!items[i].empty() && meta && !(meta->lo && *meta->lo == members[at]->key())) {
         problem("bucket " + stored[i].id + ": its lo column is not its first member's key");
+      }
+      if (meta && meta->keys) {
+        bool keys_match = meta->keys->size() == items[i].size();
+        for (size_t k = 0; keys_match && k < items[i].size(); ++k) {
+          keys_match = (*meta->keys)[k] == members[at + k]->key();
+        }
+        if (!keys_match) {
+          problem("bucket " + stored[i].id + ": its member_keys column is not its members' keys");
+        }
       }
       at += items[i].size();
     }

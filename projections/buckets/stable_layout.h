@@ -27,8 +27,10 @@
 // i.e. about 10 * size inserts there, after the previous one.
 //
 // Like the packed layout's splice this trusts the stored buckets (their
-// items and `lo`/`members` columns); a group whose buckets do not add up is
-// rendered whole, in the packed layout, and counted as rendered.
+// items and `lo`/`members`/`member_keys` columns); a group whose buckets do
+// not add up is rendered whole, in the packed layout, and counted as
+// rendered. A run's members now come from its buckets' member keys and the
+// batch's changes, or from the reference index when a bucket has none.
 #ifndef DENORMD_PROJECTIONS_BUCKETS_STABLE_LAYOUT_H_
 #define DENORMD_PROJECTIONS_BUCKETS_STABLE_LAYOUT_H_
 
@@ -67,8 +69,8 @@ class StableLayout {
   // order) against its members now (`members`, in order, with data). Appends
   // one line per problem: an empty, overfull or underfull (not last) bucket,
   // seqs not in member order or repeated, a member in two buckets or in
-  // none, items out of order, a document or its columns not matching its
-  // items. Content and invariants only: which bucket holds whom may differ
+  // none, items out of order, a document or its columns (lo, member_keys
+  // where present) not matching its items. Content and invariants only: which bucket holds whom may differ
   // from a rebuild.
   void CheckGroup(const std::string& group, const std::vector<const Referrer*>& members,
                   std::vector<DocumentRow> stored, std::vector<std::string>* problems) const;

@@ -172,6 +172,90 @@ TEST(StableBuckets, EmptyingAGroupOrItsTailRendersNothing) {
   EXPECT_EQ(std::vector<std::string>(), m.Differences());
 }
 
+// The keys of comments c<i> (at = i), in the order given.
+std::vector<IndexKey> MemberKeys(const std::vector<int>& members) {
+  std::vector<IndexKey> keys;
+  for (int i : members) {
+    JsonDocument at;
+    EXPECT_TRUE(ParseJson(std::to_string(i), &at).ok());
+    keys.push_back(IndexKey{OrderKey(&at, false), Id(i)});
+  }
+  return keys;
+}
+
+// Members of the pages' groups read from the reference index so far.
+uint64_t IndexReads(InMemory& m) {
+  uint64_t reads = 0;
+  for (const auto& entry : m.store().state().referrers_read) {
+    if (entry.first.rfind("comment.postId", 0) == 0) reads += entry.second;
+  }
+  return reads;
+}
+
+TEST(PackIndexKeys, ReadsBackWhatItWroteAndRefusesOtherBytes) {
+  const std::vector<IndexKey> keys = {{"", "a"},
+                                      {std::string("\0\xff\x80", 3), std::string(200, 'x')},
+                                      {std::string(130, '\x7f'), ""}};
+  const std::string bytes = PackIndexKeys(keys);
+  std::vector<IndexKey> back;
+  ASSERT_TRUE(UnpackIndexKeys(bytes, &back));
+  EXPECT_TRUE(back == keys);
+  ASSERT_TRUE(UnpackIndexKeys("", &back));
+  EXPECT_TRUE(back.empty());
+  for (size_t cut = 1; cut < bytes.size(); cut += 37) {
+    EXPECT_FALSE(UnpackIndexKeys(bytes.substr(0, bytes.size() - cut), &back)) << cut;
+  }
+  EXPECT_FALSE(UnpackIndexKeys("\x05", &back));
+  EXPECT_FALSE(UnpackIndexKeys(std::string(11, '\xff'), &back));  // a varint that never ends
+}
+
+// A batch splices a run of buckets from their stored member keys and its own
+// changes: an insert that splits a bucket, a delete, an in-place edit, an
+// order-key edit and an append read none of the group's members from the
+// reference index.
+TEST(StableBuckets, ASpliceTakesItsMembersFromTheStoredKeys) {
+  InMemory m(Config(4));
+  LoadInOrder(&m, 40, 40);
+  for (const auto& doc : m.Documents("pages")) ASSERT_TRUE(doc.second.bucket->keys) << doc.first;
+  const uint64_t reads = IndexReads(m);
+  BatchStats stats = m.Apply({Comment("x1", "p", 10.5), Delete(Id(20)),
+                              Comment(Id(30), "p", 30, "edited"), Comment(Id(25), "p", 2.5),
+                              Comment("x2", "p", 41)});
+  EXPECT_EQ(0u, stats.tails_rendered);
+  EXPECT_EQ(reads, IndexReads(m));
+  EXPECT_EQ(std::vector<std::string>(), m.Differences());
+}
+
+// Buckets without keys (written by the packed splice, or before the column
+// existed) and keys that do not fit the batch's changes: the run's members
+// are read from the index instead, the result is exact, and the buckets
+// written carry keys again.
+TEST(StableBuckets, BucketsWithoutKeysOrWithKeysThatDoNotFitReadTheIndex) {
+  InMemory m(Config(4));
+  LoadInOrder(&m, 40, 40);
+  for (auto& doc : m.Documents("pages")) doc.second.bucket->keys.reset();
+  uint64_t reads = IndexReads(m);
+  BatchStats stats = m.Apply({Delete(Id(6)), Comment("x1", "p", 41)});  // p:1 and p:9
+  EXPECT_EQ(0u, stats.tails_rendered);
+  EXPECT_LT(reads, IndexReads(m));
+  EXPECT_EQ(std::vector<std::string>(), m.Differences());
+  for (const char* id : {"p:1", "p:9"}) {
+    ASSERT_TRUE(m.Documents("pages")[id].bucket->keys) << id;
+    EXPECT_EQ(m.Documents("pages")[id].bucket->members,
+              m.Documents("pages")[id].bucket->keys->size()) << id;
+  }
+  EXPECT_FALSE(m.Documents("pages")["p:4"].bucket->keys);
+  // p:4 holds c17..c20; keys that lack c18 cannot take its delete.
+  std::vector<IndexKey> keys = MemberKeys({17, 18, 19, 20});
+  keys[1].id = "c00018x";
+  m.Documents("pages")["p:4"].bucket->keys = keys;
+  reads = IndexReads(m);
+  stats = m.Apply({Delete(Id(18))});
+  EXPECT_EQ(0u, stats.tails_rendered);
+  EXPECT_LT(reads, IndexReads(m));
+  EXPECT_EQ(std::vector<std::string>(), m.Differences());
+}
+
 // A stored bucket edited so that one invariant breaks; verify must name it,
 // and rebuild must repair it.
 struct BrokenInvariant {
@@ -189,11 +273,8 @@ void SetItems(InMemory* m, const std::string& id, const std::vector<int>& member
   BucketMeta meta = *doc.bucket;
   if (seq) meta.seq = *seq;
   DocumentRow row = BucketDocument(m->config().projections[0], "p", meta, items, 0, items.size());
-  if (!members.empty()) {
-    JsonDocument at;
-    EXPECT_TRUE(ParseJson(std::to_string(members[0]), &at).ok());
-    row.bucket->lo = IndexKey{OrderKey(&at, false), Id(members[0])};
-  }
+  row.bucket->keys = MemberKeys(members);
+  if (!members.empty()) row.bucket->lo = row.bucket->keys->front();
   doc.json = row.json;
   doc.bucket = row.bucket;
 }
@@ -249,7 +330,11 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenInvariant{"MemberInTwoBuckets", "member c00005 is in more than one bucket",
                         [](InMemory* m) { SetItems(m, "p:2", {5, 9, 10}); }},
         BrokenInvariant{"MissingMember", "member c00006 is in no bucket",
-                        [](InMemory* m) { SetItems(m, "p:1", {5, 7, 8}); }}),
+                        [](InMemory* m) { SetItems(m, "p:1", {5, 7, 8}); }},
+        BrokenInvariant{"WrongMemberKeys", "p:1: its member_keys column is not its members' keys",
+                        [](InMemory* m) {
+                          m->Documents("pages")["p:1"].bucket->keys->at(2).id = "c00099";
+                        }}),
     [](const ::testing::TestParamInfo<BrokenInvariant>& info) { return info.param.name; });
 
 // The random stream: each event is a member change of one group, or of two
