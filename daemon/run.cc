@@ -594,6 +594,26 @@ Status LoadStoreModel(const RunOptions& options, Config* config) {
   return Status::Ok();
 }
 
+// LoadStoreModel, waiting out a store that cannot be reached (as a start-up
+// does: each attempt logged, the service manager told, the watchdog fed)
+// until it answers or a stop is requested (then Ok, `config` unchanged).
+// `apply` has just switched the model, so an outage here is as likely as
+// anywhere; giving up would make the service manager restart the daemon for
+// what waiting mends.
+Status LoadStoreModelWaiting(const RunOptions& options, Config* config) {
+  const std::unique_ptr<ServiceNotifier> notifier = ServiceNotifierFromEnvironment();
+  for (int attempt = 1; !g_stop.load(); ++attempt) {
+    Status status = LoadStoreModel(options, config);
+    if (!status.IsTransient()) return status;
+    Log(LogLevel::kWarn, "store_unavailable",
+        {{"attempt", attempt}, {"reading", "the store's projections"}, {"error", status.message()}});
+    notifier->Notify("STATUS=waiting for PostgreSQL to read the store's projections: attempt " +
+                     std::to_string(attempt) + ": " + OneLine(status.message()));
+    SleepUnlessStopping(RetryBackoffMs(attempt), *notifier);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int RunDaemon(Config config, const RunOptions& options) {
@@ -606,7 +626,8 @@ int RunDaemon(Config config, const RunOptions& options) {
       const int code = daemon.Run();
       if (!daemon.reconfigure() || g_stop.load()) return code;
     }
-    Status status = LoadStoreModel(options, &config);
+    Status status = LoadStoreModelWaiting(options, &config);
+    if (g_stop.load()) return kExitOk;
     if (!status.ok()) {
       Log(LogLevel::kError, "config_load_failed", {{"error", status.message()}});
       return status.IsInvalidInput() ? kExitUsage : kExitFailure;

@@ -3,7 +3,8 @@
 // READY=1 once the store is open and the consumer subscribed; WATCHDOG=1
 // while idle, while PostgreSQL is away at start-up and during an outage;
 // STOPPING=1 on SIGTERM; SIGHUP reloads batch settings and refuses a changed
-// projection while consuming on; --log-format json.
+// projection while consuming on; --log-format json; an outage right after
+// `apply` fenced the instance is waited out.
 #include <signal.h>
 #include <unistd.h>
 
@@ -226,6 +227,81 @@ TEST(ServiceDaemon, WaitsForPostgresAtStartAndThroughAnOutageWithTheWatchdogFed)
   EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
   EXPECT_TRUE(manager.ReceiveUntil([](const std::string& m) { return Says(m, "STOPPING=1"); }, 5))
       << daemon.Log();
+}
+
+// Runs `sql` with psql against `url`; true when it succeeded.
+bool Psql(const std::string& url, const std::string& sql) {
+  return std::system(("psql -X -q '" + url + "' -c \"" + sql + "\" >/dev/null 2>&1").c_str()) == 0;
+}
+
+// After `apply` fences a running instance, the instance reads the store's new
+// model on a new connection. A store that cannot be reached just then (here:
+// its database closed to new connections, while the daemon's own connection,
+// on which the fenced batch failed, stays open) is waited out like any other
+// outage, and the instance then runs the new model.
+TEST(ServiceDaemon, AStoreAwayWhenTheNewModelIsReadIsWaitedOut) {
+  const std::string admin = testing::TestPostgresUrl();
+  const std::string database = "denormd_fenced_" + std::to_string(getpid());
+  const std::string url = admin.substr(0, admin.rfind('/') + 1) + database;
+  Psql(admin, "drop database if exists " + database);
+  ASSERT_TRUE(Psql(admin, "create database " + database));
+  struct Cleanup {
+    std::string admin, database;
+    ~Cleanup() {
+      Psql(admin, "alter database " + database + " allow_connections true");
+      Psql(admin, "drop database if exists " + database + " with (force)");
+    }
+  } cleanup{admin, database};
+
+  Topic t = SetUpTopic(testing::TestKafkaBootstrap());
+  Publish(t, SourcePath("tests/data/article/events.jsonl"));
+  NotifyListener manager;
+  DaemonProcess daemon({"run", "-c", t.config_file, "--batch-size", "100"}, url);
+  daemon.SetEnv("NOTIFY_SOCKET", manager.path());
+  daemon.Start();
+  ASSERT_TRUE(WaitUntil([&] { return Processed(t.schema, url) >= kArticleEvents; }, kPatience))
+      << daemon.Log();
+
+  // A field added to the posts' recent comments, applied while it runs.
+  std::string text = testing::ReadFile(t.config_file);
+  const std::string select = "        limit: 3\n        select: [id, author, comment]\n";
+  ASSERT_NE(std::string::npos, text.find(select));
+  text.replace(text.find(select), select.size(),
+               "        limit: 3\n        select: [id, author, comment, createdAt]\n");
+  const std::string next = testing::WriteTempFile("next.yaml", text);
+  testing::CommandResult apply = testing::RunDenormdWith({{"DENORMD_POSTGRES", url}}, {"apply", "-c", next});
+  ASSERT_EQ(0, apply.code) << apply.out << apply.err;
+
+  // The next batch is fenced; the model cannot be read until connections
+  // are allowed again.
+  ASSERT_TRUE(Psql(admin, "alter database " + database + " allow_connections false"));
+  Publish(t, SourcePath("tests/data/article/events-random.jsonl"));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        if (!daemon.Running()) return true;  // gave up: the next assertion says so
+        const std::string log = daemon.Log();
+        const size_t fenced = log.find("event=config_epoch_changed");
+        return fenced != std::string::npos &&
+               log.find("event=store_unavailable", fenced) != std::string::npos &&
+               log.find("reading=\"the store's projections\"", fenced) != std::string::npos;
+      },
+      kPatience))
+      << daemon.Log();
+  ASSERT_TRUE(Await(manager, daemon, [](const std::string& m) {
+    return Has(m, "STATUS=waiting for PostgreSQL to read the store's projections: attempt ");
+  })) << daemon.Log();
+  EXPECT_TRUE(daemon.Running()) << daemon.Log();
+
+  ASSERT_TRUE(Psql(admin, "alter database " + database + " allow_connections true"));
+  ASSERT_TRUE(WaitUntil([&] { return Processed(t.schema, url) >= kArticleEvents + kRandomEvents; },
+                        kPatience))
+      << daemon.Log();
+  EXPECT_TRUE(Has(daemon.Log(), "event=config_loaded_from_store")) << daemon.Log();
+  EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
+  // Every document is the new model's.
+  testing::CommandResult verify = testing::RunDenormdWith({{"DENORMD_POSTGRES", url}}, {"verify", "-c", next});
+  EXPECT_EQ(0, verify.code) << verify.out << verify.err;
+  EXPECT_TRUE(Has(verify.out, "all documents match")) << verify.out << verify.err;
 }
 
 // The batch_committed lines (-v) after the first line containing `after`:
