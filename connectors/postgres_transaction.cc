@@ -664,11 +664,22 @@ class PostgresTransaction : public StoreTransaction,
         " from " + table + " c where c.projection = $1 and c.pk = p.grp and c.lo_sort is not null"
         " and (c.lo_sort, c.lo_id) ";
     const std::string window = std::to_string(kProbeWindow);
+    // Probes of a group whose keys fall in the same bucket (the one whose lo
+    // is the last at or before them; none: before the group's first) have
+    // the same window: only the first of them is answered. A hot group's
+    // appends, hundreds in a batch, are then one window, not hundreds.
+    const std::string homes =
+        "with p as (select * from unnest($2::text[], $3::text[], $4::text[])"
+        " with ordinality p(grp, sort, id, i)),"
+        " q as materialized (select distinct on (p.grp, b.lo_sort, b.lo_id) p.*"
+        " from p left join lateral (select c.lo_sort, c.lo_id" + where + "<=" + bound +
+        " order by c.lo_sort desc, c.lo_id desc limit 1) b on true"
+        " order by p.grp, b.lo_sort, b.lo_id, p.i)";
     pqxx::result rows;
     DENORMD_RETURN_IF_ERROR(Guard("finding buckets of " + projection.name, [&] {
       rows = Run(
-          "select p.i, w.below, w.id, w.number, w.seq, w.lo_sort, w.lo_id, w.members"
-          " from unnest($2::text[], $3::text[], $4::text[]) with ordinality p(grp, sort, id, i)"
+          homes + " select p.i, w.below, w.id, w.number, w.seq, w.lo_sort, w.lo_id, w.members"
+          " from q p"
           " cross join lateral ((select true as below, " + columns + where + "<=" + bound +
               " order by c.lo_sort desc, c.lo_id desc limit " + window + ")"
           " union all (select false, " + columns + where + ">" + bound +

@@ -237,7 +237,9 @@ class DocumentTables {
   // Bucket projections (`stable` layout). For each probe (group, key): the
   // up to `kProbeWindow` buckets of the group whose first member is at or
   // before the key (nearest first) and the up to `kProbeWindow` after it, by
-  // their `lo`, metadata only (json empty).
+  // their `lo`, metadata only (json empty). Probes of one group whose keys
+  // lie in the same bucket's range (or all before its first) have the same
+  // window; a store may answer only one of them.
   static constexpr size_t kProbeWindow = 3;
   virtual Status ProbeBuckets(const ProjectionConfig& projection,
                               const std::vector<std::pair<std::string, IndexKey>>& probes,

@@ -2,6 +2,8 @@
 // re-spacing statements, the bucket columns readers page by, and `verify`
 // reading them; a random stream of out-of-order inserts, deletes and moves
 // stays exact and equal to the in-memory engine's, batch after batch.
+#include <algorithm>
+#include <map>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -153,6 +155,39 @@ TEST_F(StableBucketsOnPostgres, VerifyReadsTheColumnsAndRebuildRepairs) {
   EXPECT_EQ(std::vector<std::string>(), Differences());
   EXPECT_EQ(std::vector<std::string>({"p:0\t0", "p:1\t1", "p:2\t2"}),
             testing::Sql("select id, seq from " + table + " order by seq"));
+}
+
+// Probes whose keys lie in one bucket's range (or all before the group's
+// first bucket) share their window: PostgreSQL answers one of them, with the
+// same window the others would get.
+TEST_F(StableBucketsOnPostgres, ProbesInOneBucketAreAnsweredOnce) {
+  std::vector<std::string> load;
+  for (int i = 1; i <= 40; ++i) load.push_back(Comment("c" + std::to_string(i), "p", i));
+  Apply(load);  // p:0 c1..c4 ... p:9 c37..c40
+  auto key = [](double at, const std::string& id) {
+    JsonDocument value;
+    EXPECT_TRUE(ParseJson(std::to_string(at), &value).ok());
+    return IndexKey{OrderKey(&value, false), id};
+  };
+  const std::vector<std::pair<std::string, IndexKey>> probes = {
+      {"p", key(41, "x1")}, {"p", key(1.5, "x2")}, {"p", key(42, "x3")},
+      {"p", key(0.5, "x4")}, {"p", key(38, "c38")}, {"p", key(0.2, "x5")}};
+  std::unique_ptr<StoreTransaction> txn;
+  ASSERT_TRUE(engine_.store.Begin(&txn).ok());
+  std::vector<BucketSlot> slots;
+  ASSERT_TRUE(txn->documents().ProbeBuckets(engine_.config.projections[0], probes, &slots).ok());
+  std::map<size_t, std::vector<std::string>> windows;  // probe -> "id below|above"
+  for (const BucketSlot& slot : slots) {
+    windows[slot.probe].push_back(slot.id + (slot.below ? " below" : " above"));
+  }
+  for (auto& window : windows) std::sort(window.second.begin(), window.second.end());
+  using Window = std::vector<std::string>;
+  // Probes 0, 2 and 4 are in p:9; 3 and 5 before p:0.
+  EXPECT_EQ((std::map<size_t, Window>{
+                {0, Window{"p:7 below", "p:8 below", "p:9 below"}},
+                {1, Window{"p:0 below", "p:1 above", "p:2 above", "p:3 above"}},
+                {3, Window{"p:0 above", "p:1 above", "p:2 above"}}}),
+            windows);
 }
 
 // member_keys: written with every bucket the stable layout writes, read back
