@@ -67,6 +67,7 @@ void AppendPackedMemberBuckets(const ProjectionConfig& projection, const std::st
   for (size_t i = before, start = 0; i < rows->size(); ++i, start += projection.size) {
     BucketMeta& meta = *(*rows)[i].bucket;
     meta.lo = members[start]->key();
+    if (projection.layout != ProjectionConfig::BucketLayout::kStable) continue;  // read by its splice only
     meta.keys.emplace();
     for (size_t m = start; m < start + meta.members; ++m) meta.keys->push_back(members[m]->key());
   }

@@ -33,7 +33,8 @@ void AppendPackedBuckets(const ProjectionConfig& projection, const std::string& 
                          std::vector<DocumentRow>* rows);
 
 // The same from members, each rendered with RenderItem; each document's
-// metadata also holds its members' keys (and the first one as `lo`).
+// metadata also holds its first member's key (`lo`) and, in the stable
+// layout, all its members' keys.
 void AppendPackedMemberBuckets(const ProjectionConfig& projection, const std::string& group,
                                uint64_t first, const std::vector<const Referrer*>& members,
                                std::vector<DocumentRow>* rows);

@@ -85,6 +85,9 @@ TEST(StableBuckets, AppendsInOrderGiveExactlyThePackedLayout) {
     ASSERT_TRUE(ParseJson(stable.Documents("pages")[doc.first].json, &b).ok());
     EXPECT_TRUE(JsonEquals(a, b)) << doc.first << ": " << doc.second.json;
     EXPECT_EQ(doc.second.bucket->seq, stable.Documents("pages")[doc.first].bucket->seq);
+    // Member keys are kept for the stable splice only.
+    EXPECT_FALSE(doc.second.bucket->keys) << doc.first;
+    EXPECT_TRUE(stable.Documents("pages")[doc.first].bucket->keys) << doc.first;
   }
   EXPECT_EQ(std::vector<std::string>(), stable.Differences());
 }
