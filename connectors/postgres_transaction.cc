@@ -912,9 +912,9 @@ class PostgresTransaction : public StoreTransaction,
     w.Uint64(meta.number);
     w.Key("members");
     w.Uint64(meta.members);
-    if (meta.keys) {
+    if (meta.member_keys) {
       w.Key("member_keys");
-      WriteString(w, HexEncode(PackIndexKeys(*meta.keys)));
+      WriteString(w, HexEncode(*meta.member_keys));
     }
     if (!meta.lo) return;
     w.Key("lo_sort");
@@ -1011,11 +1011,8 @@ class PostgresTransaction : public StoreTransaction,
         meta.seq = row[4].is_null() ? 0 : row[4].as<int64_t>();
         if (!row[5].is_null()) meta.lo = IndexKey{HexDecode(row[5].c_str()), row[6].c_str()};
         meta.members = row[7].is_null() ? 0 : row[7].as<uint64_t>();
-        // Keys that do not unpack are as good as none: the index is read.
-        std::vector<IndexKey> keys;
-        if (!row[8].is_null() && UnpackIndexKeys(HexDecode(row[8].c_str()), &keys)) {
-          meta.keys = std::move(keys);
-        }
+        // Unpacked where used; keys that do not unpack are as good as none.
+        if (!row[8].is_null()) meta.member_keys = HexDecode(row[8].c_str());
         doc.bucket = meta;
       }
       out->push_back(std::move(doc));

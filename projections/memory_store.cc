@@ -411,7 +411,7 @@ class MemoryTransaction : public StoreTransaction,
   static bool SameMeta(const std::optional<BucketMeta>& a, const std::optional<BucketMeta>& b) {
     if (!a || !b) return !a && !b;
     return a->number == b->number && a->seq == b->seq && a->lo == b->lo &&
-           a->members == b->members && a->keys == b->keys;
+           a->members == b->members && a->member_keys == b->member_keys;
   }
 
   static bool SameJson(const std::string& a, const std::string& b) {

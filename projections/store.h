@@ -172,11 +172,13 @@ struct BucketMeta {
   int64_t seq = 0;             // readers page a group by ascending seq
   std::optional<IndexKey> lo;  // its first member's key (stable layout)
   uint64_t members = 0;        // how many members it holds
-  // Its members' keys, in order (`members` of them), so that a batch splices
-  // the bucket without reading its range of the reference index. None when
-  // unknown: a bucket written by the packed splice (from items alone), or
-  // before the column existed; readers then scan the index.
-  std::optional<std::vector<IndexKey>> keys;
+  // Its members' keys, in order (`members` of them), as PackIndexKeys
+  // writes them, so that a batch splices the bucket without reading its
+  // range of the reference index. Kept packed: a batch holds thousands of
+  // buckets, and a key unpacked costs several times its bytes. None when
+  // unknown (the packed layout, or a bucket written before the column
+  // existed); readers then scan the index.
+  std::optional<std::string> member_keys;
 };
 
 // A list of keys as bytes (the `member_keys` column): for each key, the

@@ -68,8 +68,9 @@ void AppendPackedMemberBuckets(const ProjectionConfig& projection, const std::st
     BucketMeta& meta = *(*rows)[i].bucket;
     meta.lo = members[start]->key();
     if (projection.layout != ProjectionConfig::BucketLayout::kStable) continue;  // read by its splice only
-    meta.keys.emplace();
-    for (size_t m = start; m < start + meta.members; ++m) meta.keys->push_back(members[m]->key());
+    std::vector<IndexKey> keys;
+    for (size_t m = start; m < start + meta.members; ++m) keys.push_back(members[m]->key());
+    meta.member_keys = PackIndexKeys(keys);
   }
 }
 

@@ -523,7 +523,7 @@ class StableBatch {
       BucketMeta meta = bucket.meta;
       const auto begin = first + static_cast<std::ptrdiff_t>(at);
       meta.lo = *begin;
-      meta.keys.emplace(begin, begin + bucket.count);
+      meta.member_keys = PackIndexKeys(std::vector<IndexKey>(begin, begin + bucket.count));
       rows->push_back(BucketDocument(projection_, group, meta, items, at, at + bucket.count));
       at += static_cast<size_t>(bucket.count);
     }
@@ -545,12 +545,15 @@ class StableBatch {
       const PlanBucket& bucket = plan.segments[run.segment][i];
       if (!bucket.exists) continue;
       auto found = stored_.find(bucket.id);
-      if (found == stored_.end() || !found->second.bucket || !found->second.bucket->keys ||
-          found->second.bucket->keys->size() != bucket.meta.members) {
+      std::vector<IndexKey> own;
+      if (found == stored_.end() || !found->second.bucket ||
+          !found->second.bucket->member_keys ||
+          !UnpackIndexKeys(*found->second.bucket->member_keys, &own) ||
+          own.size() != bucket.meta.members) {
         return false;
       }
-      const std::vector<IndexKey>& own = *found->second.bucket->keys;
-      before.insert(before.end(), own.begin(), own.end());
+      before.insert(before.end(), std::make_move_iterator(own.begin()),
+                    std::make_move_iterator(own.end()));
     }
     for (size_t i = 0; i < before.size(); ++i) {
       if (!InRange(before[i], run.lower, run.upper) || (i > 0 && !(before[i - 1] < before[i]))) {
@@ -751,10 +754,11 @@ void StableLayout::CheckGroup(const std::string& group, const std::vector<const 
       if (!items[i].empty() && meta && !(meta->lo && *meta->lo == members[at]->key())) {
         problem("bucket " + stored[i].id + ": its lo column is not its first member's key");
       }
-      if (meta && meta->keys) {
-        bool keys_match = meta->keys->size() == items[i].size();
+      std::vector<IndexKey> keys;
+      if (meta && meta->member_keys) {
+        bool keys_match = UnpackIndexKeys(*meta->member_keys, &keys) && keys.size() == items[i].size();
         for (size_t k = 0; keys_match && k < items[i].size(); ++k) {
-          keys_match = (*meta->keys)[k] == members[at + k]->key();
+          keys_match = keys[k] == members[at + k]->key();
         }
         if (!keys_match) {
           problem("bucket " + stored[i].id + ": its member_keys column is not its members' keys");

@@ -86,8 +86,8 @@ TEST(StableBuckets, AppendsInOrderGiveExactlyThePackedLayout) {
     EXPECT_TRUE(JsonEquals(a, b)) << doc.first << ": " << doc.second.json;
     EXPECT_EQ(doc.second.bucket->seq, stable.Documents("pages")[doc.first].bucket->seq);
     // Member keys are kept for the stable splice only.
-    EXPECT_FALSE(doc.second.bucket->keys) << doc.first;
-    EXPECT_TRUE(stable.Documents("pages")[doc.first].bucket->keys) << doc.first;
+    EXPECT_FALSE(doc.second.bucket->member_keys) << doc.first;
+    EXPECT_TRUE(stable.Documents("pages")[doc.first].bucket->member_keys) << doc.first;
   }
   EXPECT_EQ(std::vector<std::string>(), stable.Differences());
 }
@@ -219,7 +219,7 @@ TEST(PackIndexKeys, ReadsBackWhatItWroteAndRefusesOtherBytes) {
 TEST(StableBuckets, ASpliceTakesItsMembersFromTheStoredKeys) {
   InMemory m(Config(4));
   LoadInOrder(&m, 40, 40);
-  for (const auto& doc : m.Documents("pages")) ASSERT_TRUE(doc.second.bucket->keys) << doc.first;
+  for (const auto& doc : m.Documents("pages")) ASSERT_TRUE(doc.second.bucket->member_keys) << doc.first;
   const uint64_t reads = IndexReads(m);
   BatchStats stats = m.Apply({Comment("x1", "p", 10.5), Delete(Id(20)),
                               Comment(Id(30), "p", 30, "edited"), Comment(Id(25), "p", 2.5),
@@ -236,22 +236,23 @@ TEST(StableBuckets, ASpliceTakesItsMembersFromTheStoredKeys) {
 TEST(StableBuckets, BucketsWithoutKeysOrWithKeysThatDoNotFitReadTheIndex) {
   InMemory m(Config(4));
   LoadInOrder(&m, 40, 40);
-  for (auto& doc : m.Documents("pages")) doc.second.bucket->keys.reset();
+  for (auto& doc : m.Documents("pages")) doc.second.bucket->member_keys.reset();
   uint64_t reads = IndexReads(m);
   BatchStats stats = m.Apply({Delete(Id(6)), Comment("x1", "p", 41)});  // p:1 and p:9
   EXPECT_EQ(0u, stats.tails_rendered);
   EXPECT_LT(reads, IndexReads(m));
   EXPECT_EQ(std::vector<std::string>(), m.Differences());
   for (const char* id : {"p:1", "p:9"}) {
-    ASSERT_TRUE(m.Documents("pages")[id].bucket->keys) << id;
-    EXPECT_EQ(m.Documents("pages")[id].bucket->members,
-              m.Documents("pages")[id].bucket->keys->size()) << id;
+    ASSERT_TRUE(m.Documents("pages")[id].bucket->member_keys) << id;
+    std::vector<IndexKey> keys;
+    ASSERT_TRUE(UnpackIndexKeys(*m.Documents("pages")[id].bucket->member_keys, &keys)) << id;
+    EXPECT_EQ(m.Documents("pages")[id].bucket->members, keys.size()) << id;
   }
-  EXPECT_FALSE(m.Documents("pages")["p:4"].bucket->keys);
+  EXPECT_FALSE(m.Documents("pages")["p:4"].bucket->member_keys);
   // p:4 holds c17..c20; keys that lack c18 cannot take its delete.
   std::vector<IndexKey> keys = MemberKeys({17, 18, 19, 20});
   keys[1].id = "c00018x";
-  m.Documents("pages")["p:4"].bucket->keys = keys;
+  m.Documents("pages")["p:4"].bucket->member_keys = PackIndexKeys(keys);
   reads = IndexReads(m);
   stats = m.Apply({Delete(Id(18))});
   EXPECT_EQ(0u, stats.tails_rendered);
@@ -276,8 +277,8 @@ void SetItems(InMemory* m, const std::string& id, const std::vector<int>& member
   BucketMeta meta = *doc.bucket;
   if (seq) meta.seq = *seq;
   DocumentRow row = BucketDocument(m->config().projections[0], "p", meta, items, 0, items.size());
-  row.bucket->keys = MemberKeys(members);
-  if (!members.empty()) row.bucket->lo = row.bucket->keys->front();
+  row.bucket->member_keys = PackIndexKeys(MemberKeys(members));
+  if (!members.empty()) row.bucket->lo = MemberKeys(members).front();
   doc.json = row.json;
   doc.bucket = row.bucket;
 }
@@ -336,7 +337,9 @@ INSTANTIATE_TEST_SUITE_P(
                         [](InMemory* m) { SetItems(m, "p:1", {5, 7, 8}); }},
         BrokenInvariant{"WrongMemberKeys", "p:1: its member_keys column is not its members' keys",
                         [](InMemory* m) {
-                          m->Documents("pages")["p:1"].bucket->keys->at(2).id = "c00099";
+                          std::vector<IndexKey> keys = MemberKeys({5, 6, 7, 8});
+                          keys[2].id = "c00099";
+                          m->Documents("pages")["p:1"].bucket->member_keys = PackIndexKeys(keys);
                         }}),
     [](const ::testing::TestParamInfo<BrokenInvariant>& info) { return info.param.name; });
 
