@@ -1,6 +1,7 @@
 #include "projections/json.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstring>
 
 #include <rapidjson/error/en.h>
@@ -61,11 +62,90 @@ size_t FindLoneLowSurrogate(const std::string& text) {
 
 }  // namespace
 
+namespace {
+
+// Whether [begin, end) of `text` is a JSON number:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+bool IsJsonNumber(const std::string& text, size_t begin, size_t end) {
+  size_t i = begin;
+  auto digits = [&] {
+    const size_t from = i;
+    while (i < end && text[i] >= '0' && text[i] <= '9') ++i;
+    return i > from;
+  };
+  if (i < end && text[i] == '-') ++i;
+  if (i < end && text[i] == '0') {
+    ++i;
+  } else if (!digits()) {
+    return false;
+  }
+  if (i < end && text[i] == '.' && (++i, !digits())) return false;
+  if (i < end && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < end && (text[i] == '+' || text[i] == '-')) ++i;
+    if (!digits()) return false;
+  }
+  return i == end;
+}
+
+// RapidJSON 1.1's full-precision path turns a zero written with more than 22
+// decimals into garbage: StrtodDiyFp normalizes a zero significand with
+// clz(0), which is undefined (0.00000000000000000000000000 read as
+// -1.7e-195 here; found by Fuzz.EventDecoderAndEngine under UBSan). Every
+// number whose digits are all zeros and that has a fraction or an exponent
+// is respelled 0.0 (-0.0), padded with spaces to its length so that error
+// offsets stay the input's; strings are left alone. Nullopt: nothing to
+// respell.
+std::optional<std::string> RespellZeros(const std::string& text) {
+  std::optional<std::string> out;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    if (c != '-' && (c < '0' || c > '9')) continue;
+    size_t end = i;
+    bool nonzero = false, fraction_or_exponent = false, exponent = false;
+    for (; end < text.size(); ++end) {
+      const char d = text[end];
+      if (d >= '1' && d <= '9') {
+        nonzero = nonzero || !exponent;
+      } else if (d == '.' || d == 'e' || d == 'E') {
+        fraction_or_exponent = true;
+        exponent = exponent || d != '.';
+      } else if (d != '0' && d != '-' && d != '+') {
+        break;
+      }
+    }
+    const std::string zero = c == '-' ? "-0.0" : "0.0";
+    if (!nonzero && fraction_or_exponent && end - i >= zero.size() && IsJsonNumber(text, i, end)) {
+      if (!out) out = text;
+      out->replace(i, end - i, zero + std::string(end - i - zero.size(), ' '));
+    }
+    i = end - 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 Status ParseJson(const std::string& text, JsonDocument* out) {
+  const std::optional<std::string> respelled = RespellZeros(text);
+  const std::string& input = respelled ? *respelled : text;
   // Iterative: no input can exhaust the stack while parsing.
   out->Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag |
              rapidjson::kParseIterativeFlag>(
-      text.data(), text.size());
+      input.data(), input.size());
   if (out->HasParseError()) {
     return Status::InvalidInput(std::string("not valid JSON: ") +
                                 rapidjson::GetParseError_En(out->GetParseError()) +

@@ -67,6 +67,7 @@ TEST(Fuzz, EventDecoderAndEngine) {
   std::printf("fuzz events: seed %llu, %llu iterations, %zu seeds\n",
               static_cast<unsigned long long>(Seed()),
               static_cast<unsigned long long>(iterations), seeds.size());
+  std::fflush(stdout);  // seen even when a sanitizer aborts the run
   testing::InMemory engine(testing::ReadFile(testing::SourcePath("tests/data/article/config.yaml")));
   fuzz::InputMutator mutator(Seed(), fuzz::JsonTokens());
   std::vector<std::string> pending;  // accepted lines, applied in batches
@@ -126,6 +127,7 @@ TEST(Fuzz, ConfigParser) {
   std::printf("fuzz configs: seed %llu, %llu iterations, %zu seeds\n",
               static_cast<unsigned long long>(Seed()),
               static_cast<unsigned long long>(iterations), seeds.size());
+  std::fflush(stdout);  // seen even when a sanitizer aborts the run
   for (const std::string& seed : seeds) {
     ASSERT_EQ("", fuzz::CheckConfigParsing(seed)) << SaveFailure("config-seed", seed);
   }

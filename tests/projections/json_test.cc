@@ -55,5 +55,38 @@ TEST(ParseJson, RefusesALoneLowSurrogateEscape) {
   EXPECT_TRUE(ParseJson(R"(["\uD83D"])", &doc).IsInvalidInput());
 }
 
+// A zero spelled with more than 22 decimals takes RapidJSON 1.1's
+// full-precision path, which normalizes a zero significand with clz(0) and
+// read such a zero as a tiny number (-1.7e-195); ParseJson respells those
+// zeros first. Strings that look like them, and numbers that are not JSON,
+// are left alone.
+TEST(ParseJson, AZeroWithManyDecimalsIsZero) {
+  for (const char* text : {R"({"n":0.00000000000000000000000000})",
+                           R"({"n":-0.000000000000000000000000000000e-5})",
+                           R"({"n":0.0000000000000000000000000e30})",
+                           R"({"s":"0.00000000000000000000000000", "n":0.00000000000000000000000e7})"}) {
+    JsonDocument doc, zero;
+    ASSERT_TRUE(ParseJson(text, &doc).ok()) << text;
+    ASSERT_TRUE(doc["n"].IsDouble()) << text;
+    EXPECT_EQ(0.0, doc["n"].GetDouble()) << text;
+    ASSERT_TRUE(ParseJson(R"({"n":0.0})", &zero).ok());
+    if (!doc.HasMember("s")) {
+      EXPECT_TRUE(JsonEquals(doc, zero)) << text;
+    }
+  }
+  JsonDocument doc;
+  ASSERT_TRUE(ParseJson(R"({"s":"0.00000000000000000000000000", "n":-0.0000000000000000000000001})", &doc).ok());
+  EXPECT_EQ(std::string("0.00000000000000000000000000"), doc["s"].GetString());
+  EXPECT_EQ(-1e-25, doc["n"].GetDouble());
+  for (const char* text : {"[0.e5000000000]", "[00.000000000000000000000000]", "[0.0000000000000000000000000e]",
+                           "[-.00000000000000000000000000]"}) {
+    const Status status = ParseJson(text, &doc);
+    EXPECT_TRUE(status.IsInvalidInput()) << text;
+  }
+  EXPECT_TRUE(ParseJson("[0.000000000000000000000000000 x]", &doc).IsInvalidInput());
+  EXPECT_NE(std::string::npos,
+            ParseJson("[0.000000000000000000000000000 x]", &doc).ToString().find("at byte 31"));
+}
+
 }  // namespace
 }  // namespace denormd
