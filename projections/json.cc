@@ -1,10 +1,17 @@
 #include "projections/json.h"
 
 #include <algorithm>
-#include <optional>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
+#include <locale.h>
+
+#include <rapidjson/encodedstream.h>
 #include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -64,92 +71,112 @@ size_t FindLoneLowSurrogate(const std::string& text) {
 
 namespace {
 
-// Whether [begin, end) of `text` is a JSON number:
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-bool IsJsonNumber(const std::string& text, size_t begin, size_t end) {
-  size_t i = begin;
-  auto digits = [&] {
-    const size_t from = i;
-    while (i < end && text[i] >= '0' && text[i] <= '9') ++i;
-    return i > from;
-  };
-  if (i < end && text[i] == '-') ++i;
-  if (i < end && text[i] == '0') {
-    ++i;
-  } else if (!digits()) {
-    return false;
-  }
-  if (i < end && text[i] == '.' && (++i, !digits())) return false;
-  if (i < end && (text[i] == 'e' || text[i] == 'E')) {
-    ++i;
-    if (i < end && (text[i] == '+' || text[i] == '-')) ++i;
-    if (!digits()) return false;
-  }
-  return i == end;
+// The C locale, for strtod_l: a number's decimal point is '.' whatever the
+// process's LC_NUMERIC.
+locale_t CLocale() {
+  static const locale_t c = newlocale(LC_ALL_MASK, "C", static_cast<locale_t>(nullptr));
+  return c;
 }
 
-// RapidJSON 1.1's full-precision path turns a zero written with more than 22
-// decimals into garbage: StrtodDiyFp normalizes a zero significand with
-// clz(0), which is undefined (0.00000000000000000000000000 read as
-// -1.7e-195 here; found by Fuzz.EventDecoderAndEngine under UBSan). Every
-// number whose digits are all zeros and that has a fraction or an exponent
-// is respelled 0.0 (-0.0), padded with spaces to its length so that error
-// offsets stay the input's; strings are left alone. Nullopt: nothing to
-// respell.
-std::optional<std::string> RespellZeros(const std::string& text) {
-  std::optional<std::string> out;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
+// A RapidJSON SAX handler that builds `document` and reads every number
+// itself. RapidJSON 1.1's own full-precision conversion gives wrong values
+// for some inputs (Debian's 1.1.0, optimized build): 0.184467440737095516159
+// reads as -6.5e-201 (upstream fixed it in 2024, Tencent/rapidjson#2326), a
+// zero written with more than 22 decimals as -1.7e-195 (both after an
+// undefined clz(0); found by Fuzz.EventDecoderAndEngine under UBSan), and
+// 1.8e308 as NaN. So the reader hands over each
+// number's text (kParseNumbersAsStringsFlag), already checked against the
+// JSON grammar, and this converts it:
+// - an integer kept as RapidJSON keeps it: unsigned (32 or 64 bits) when
+//   not negative, signed when negative ("-0" is the integer 0), a double
+//   only beyond 64 bits;
+// - anything else with glibc's correctly rounded strtod; a value beyond the
+//   largest double is refused (`too_big`), one below the smallest becomes
+//   a subnormal or zero.
+class NumberReadingHandler {
+ public:
+  explicit NumberReadingHandler(JsonDocument* document) : document_(*document) {}
+
+  bool RawNumber(const char* text, rapidjson::SizeType length, bool /*copy*/) {
+    const char* digits = text[0] == '-' ? text + 1 : text;
+    const char* end = text + length;
+    const bool negative = digits != text;
+    if (std::find_if(digits, end, [](char c) { return c < '0' || c > '9'; }) == end) {
+      uint64_t magnitude = 0;
+      const char* at = digits;
+      for (; at < end; ++at) {
+        const uint64_t digit = static_cast<uint64_t>(*at - '0');
+        if (magnitude > (UINT64_MAX - digit) / 10) break;
+        magnitude = magnitude * 10 + digit;
       }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-      continue;
-    }
-    if (c != '-' && (c < '0' || c > '9')) continue;
-    size_t end = i;
-    bool nonzero = false, fraction_or_exponent = false, exponent = false;
-    for (; end < text.size(); ++end) {
-      const char d = text[end];
-      if (d >= '1' && d <= '9') {
-        nonzero = nonzero || !exponent;
-      } else if (d == '.' || d == 'e' || d == 'E') {
-        fraction_or_exponent = true;
-        exponent = exponent || d != '.';
-      } else if (d != '0' && d != '-' && d != '+') {
-        break;
+      if (at == end && !negative) {
+        return magnitude <= UINT32_MAX ? document_.Uint(static_cast<unsigned>(magnitude))
+                                       : document_.Uint64(magnitude);
+      }
+      if (at == end && magnitude <= (uint64_t{1} << 31)) {
+        return document_.Int(static_cast<int>(-static_cast<int64_t>(magnitude)));
+      }
+      if (at == end && magnitude <= (uint64_t{1} << 63)) {
+        return document_.Int64(static_cast<int64_t>(~magnitude + 1));
       }
     }
-    const std::string zero = c == '-' ? "-0.0" : "0.0";
-    if (!nonzero && fraction_or_exponent && end - i >= zero.size() && IsJsonNumber(text, i, end)) {
-      if (!out) out = text;
-      out->replace(i, end - i, zero + std::string(end - i - zero.size(), ' '));
+    // The reader's copy of the number ends with a NUL.
+    const double value = strtod_l(text, nullptr, CLocale());
+    if (!std::isfinite(value)) {
+      too_big = true;
+      return false;
     }
-    i = end - 1;
+    return document_.Double(value);
   }
-  return out;
-}
+
+  bool Null() { return document_.Null(); }
+  bool Bool(bool b) { return document_.Bool(b); }
+  bool Int(int i) { return document_.Int(i); }
+  bool Uint(unsigned u) { return document_.Uint(u); }
+  bool Int64(int64_t i) { return document_.Int64(i); }
+  bool Uint64(uint64_t u) { return document_.Uint64(u); }
+  bool Double(double d) { return document_.Double(d); }
+  bool String(const char* s, rapidjson::SizeType length, bool copy) {
+    return document_.String(s, length, copy);
+  }
+  bool StartObject() { return document_.StartObject(); }
+  bool Key(const char* s, rapidjson::SizeType length, bool copy) {
+    return document_.Key(s, length, copy);
+  }
+  bool EndObject(rapidjson::SizeType members) { return document_.EndObject(members); }
+  bool StartArray() { return document_.StartArray(); }
+  bool EndArray(rapidjson::SizeType elements) { return document_.EndArray(elements); }
+
+  bool too_big = false;  // a number was refused: beyond the largest double
+
+ private:
+  JsonDocument& document_;
+};
 
 }  // namespace
 
 Status ParseJson(const std::string& text, JsonDocument* out) {
-  const std::optional<std::string> respelled = RespellZeros(text);
-  const std::string& input = respelled ? *respelled : text;
-  // Iterative: no input can exhaust the stack while parsing.
-  out->Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag |
-             rapidjson::kParseIterativeFlag>(
-      input.data(), input.size());
-  if (out->HasParseError()) {
-    return Status::InvalidInput(std::string("not valid JSON: ") +
-                                rapidjson::GetParseError_En(out->GetParseError()) +
-                                " at byte " + std::to_string(out->GetErrorOffset()));
+  rapidjson::ParseResult result;
+  bool too_big = false;
+  auto parse = [&](JsonDocument& document) {
+    NumberReadingHandler handler(&document);
+    rapidjson::MemoryStream bytes(text.data(), text.size());
+    rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> input(bytes);
+    rapidjson::Reader reader;
+    // Iterative: no input can exhaust the stack while parsing.
+    result = reader.Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseValidateEncodingFlag |
+                          rapidjson::kParseIterativeFlag>(input, handler);
+    too_big = handler.too_big;
+    return !result.IsError();
+  };
+  out->Populate(parse);
+  if (result.IsError()) {
+    out->SetNull();
+    const rapidjson::ParseErrorCode code =
+        too_big && result.Code() == rapidjson::kParseErrorTermination ? rapidjson::kParseErrorNumberTooBig
+                                                                       : result.Code();
+    return Status::InvalidInput(std::string("not valid JSON: ") + rapidjson::GetParseError_En(code) +
+                                " at byte " + std::to_string(result.Offset()));
   }
   const size_t lone = FindLoneLowSurrogate(text);
   if (lone != std::string::npos) {

@@ -28,8 +28,11 @@ using JsonPtr = std::shared_ptr<const JsonDocument>;
 // cost hundreds of MiB.
 std::shared_ptr<JsonDocument> NewEntityJson();
 
-// Parses `text` (full-precision numbers). On failure returns InvalidInput
-// naming the error and its byte offset.
+// Parses `text`. Integers keep their width (unsigned/signed, 32/64 bits);
+// other numbers read as the nearest double (glibc's strtod, not RapidJSON's
+// own conversion, which is wrong for some inputs); a number beyond the
+// largest double is refused. On failure returns InvalidInput naming the
+// error and its byte offset, and leaves `out` null.
 Status ParseJson(const std::string& text, JsonDocument* out);
 // Like ParseJson, returning a shared immutable document.
 Status ParseJsonShared(const std::string& text, JsonPtr* out);

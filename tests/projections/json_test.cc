@@ -2,6 +2,12 @@
 // ParseJson accepts only text whose strings are UTF-8.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
 #include "projections/json.h"
 
 namespace denormd {
@@ -55,11 +61,9 @@ TEST(ParseJson, RefusesALoneLowSurrogateEscape) {
   EXPECT_TRUE(ParseJson(R"(["\uD83D"])", &doc).IsInvalidInput());
 }
 
-// A zero spelled with more than 22 decimals takes RapidJSON 1.1's
-// full-precision path, which normalizes a zero significand with clz(0) and
-// read such a zero as a tiny number (-1.7e-195); ParseJson respells those
-// zeros first. Strings that look like them, and numbers that are not JSON,
-// are left alone.
+// RapidJSON 1.1's own full-precision path read such a zero as a tiny number
+// (-1.7e-195, after an undefined clz(0)); ParseJson reads numbers itself.
+// Strings that look like them, and numbers that are not JSON, are left alone.
 TEST(ParseJson, AZeroWithManyDecimalsIsZero) {
   for (const char* text : {R"({"n":0.00000000000000000000000000})",
                            R"({"n":-0.000000000000000000000000000000e-5})",
@@ -86,6 +90,82 @@ TEST(ParseJson, AZeroWithManyDecimalsIsZero) {
   EXPECT_TRUE(ParseJson("[0.000000000000000000000000000 x]", &doc).IsInvalidInput());
   EXPECT_NE(std::string::npos,
             ParseJson("[0.000000000000000000000000000 x]", &doc).ToString().find("at byte 31"));
+}
+
+// Numbers RapidJSON 1.1's full-precision conversion got wrong (its upstream
+// fix for the first came in 2024): each reads as the double nearest to it.
+TEST(ParseJson, NumbersReadAsTheNearestDouble) {
+  JsonDocument doc;
+  for (const char* text : {"0.184467440737095516159", "2.220446049250313e-16", "1.7976931348623157e308",
+                           "4.9e-324", "2.2250738585072011e-308", "-123.456e-7", "1e23", "8.5e-1"}) {
+    ASSERT_TRUE(ParseJson(text, &doc).ok()) << text;
+    ASSERT_TRUE(doc.IsDouble()) << text;
+    EXPECT_EQ(std::strtod(text, nullptr), doc.GetDouble()) << text;
+  }
+  // Every power of two from 2^-1 to 2^-1074, written with 17 digits, and
+  // doubles spread over the whole range, written with 17 digits.
+  std::vector<double> values;
+  for (int n = 1; n <= 1074; ++n) values.push_back(std::ldexp(1.0, -n));
+  uint64_t bits = 0x9E3779B97F4A7C15u;
+  for (int i = 0; i < 20000; ++i) {
+    bits = bits * 6364136223846793005u + 1442695040888963407u;
+    double value;
+    std::memcpy(&value, &bits, sizeof value);
+    if (std::isfinite(value)) values.push_back(value);
+  }
+  int wrong = 0;
+  for (const double value : values) {
+    char text[40];
+    std::snprintf(text, sizeof text, "%.17g", value);
+    const std::string spelled = std::strpbrk(text, ".e") == nullptr ? std::string(text) + ".0" : text;
+    if (!ParseJson(spelled, &doc).ok() || !doc.IsDouble() || doc.GetDouble() != value) {
+      if (++wrong <= 5) ADD_FAILURE() << spelled << " read as " << (doc.IsDouble() ? doc.GetDouble() : 0);
+    }
+  }
+  EXPECT_EQ(0, wrong) << "of " << values.size();
+  // Beyond the largest double: refused where the number starts; below the
+  // smallest: zero.
+  for (const char* text : {"[1, 1e309]", "[1, 1.8e308]", "[1, -2e308]", "[1, 1797693134862315800000000000000000000000000000000"
+                           "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+                           "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+                           "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"}) {
+    const Status status = ParseJson(text, &doc);
+    EXPECT_TRUE(status.IsInvalidInput()) << text;
+    EXPECT_NE(std::string::npos, status.ToString().find("Number too big to be stored in double. at byte 4"))
+        << status.ToString();
+    EXPECT_TRUE(doc.IsNull());
+  }
+  ASSERT_TRUE(ParseJson("[1e-400, -1e-400]", &doc).ok());
+  EXPECT_EQ(0.0, doc[0].GetDouble());
+  EXPECT_TRUE(std::signbit(doc[1].GetDouble()));
+}
+
+// Integers keep RapidJSON's types: unsigned when not negative (32 bits, then
+// 64), signed when negative, a double only beyond 64 bits; "-0" is 0.
+TEST(ParseJson, IntegersKeepTheirWidth) {
+  JsonDocument doc;
+  ASSERT_TRUE(ParseJson("[0, -0, 4294967295, 4294967296, 18446744073709551615, 18446744073709551616,"
+                        " -2147483648, -2147483649, -9223372036854775808, -9223372036854775809, 1700099656903]",
+                        &doc).ok());
+  EXPECT_TRUE(doc[0].IsUint() && doc[0].GetUint() == 0);
+  EXPECT_TRUE(doc[1].IsInt() && !doc[1].IsDouble() && doc[1].GetInt() == 0);
+  EXPECT_TRUE(doc[2].IsUint() && doc[2].GetUint() == 4294967295u);
+  EXPECT_TRUE(!doc[3].IsUint() && doc[3].IsUint64() && doc[3].GetUint64() == 4294967296u);
+  EXPECT_TRUE(doc[4].IsUint64() && doc[4].GetUint64() == UINT64_MAX);
+  EXPECT_TRUE(doc[5].IsDouble() && doc[5].GetDouble() == 18446744073709551616.0);
+  EXPECT_TRUE(doc[6].IsInt() && doc[6].GetInt() == INT32_MIN);
+  EXPECT_TRUE(!doc[7].IsInt() && doc[7].IsInt64() && doc[7].GetInt64() == -2147483649);
+  EXPECT_TRUE(doc[8].IsInt64() && doc[8].GetInt64() == INT64_MIN);
+  EXPECT_TRUE(doc[9].IsDouble() && doc[9].GetDouble() == -9223372036854775809.0);
+  EXPECT_TRUE(doc[10].IsUint64() && doc[10].GetUint64() == 1700099656903u);
+  // A number that is not JSON is refused where RapidJSON finds it.
+  for (const auto& bad : {std::make_pair("[1.]", "Miss fraction part in number. at byte 3"),
+                          std::make_pair("[1e]", "Miss exponent in number. at byte 3"),
+                          std::make_pair("[-]", "Invalid value. at byte 2"),
+                          std::make_pair("[01]", "at byte 2")}) {
+    const Status status = ParseJson(bad.first, &doc);
+    EXPECT_NE(std::string::npos, status.ToString().find(bad.second)) << status.ToString();
+  }
 }
 
 }  // namespace
