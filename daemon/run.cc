@@ -155,6 +155,20 @@ class Health {
   std::string why_ = "starting";
 };
 
+// What `run` keeps across its pipelines (a new one starts each time `apply`
+// fences the old): the counters, and the port serving /metrics and
+// /healthz. So the counters only grow for the life of the process, as
+// Prometheus expects of a counter, and the port answers throughout the
+// restart instead of closing and opening again.
+struct DaemonSurface {
+  DaemonSurface()
+      : http([this] { return metrics.Render(); },
+             [this](std::string* why) { return health.Get(why); }) {}
+  Metrics metrics;
+  Health health;
+  MetricsHttpServer http;
+};
+
 // Opens the store with `open`, waiting out an unreachable PostgreSQL with
 // backoff (each attempt logged, /healthz 503, systemd told to extend the
 // start) until it answers or a stop is requested (then Ok, unopened). Only
@@ -192,7 +206,8 @@ int StartFailed(ServiceNotifier& notifier, const Status& status, int code) {
 
 class Daemon {
  public:
-  Daemon(Config config, const RunOptions& options)
+  // `surface` outlives the Daemon: the next pipeline gets it too.
+  Daemon(Config config, const RunOptions& options, DaemonSurface* surface)
       : options_(options),
         notifier_(ServiceNotifierFromEnvironment()),
         engine_(std::move(config), options.postgres),
@@ -200,12 +215,13 @@ class Daemon {
         source_(engine_.config,
                 KeepingAlive(LoadPositionsFrom(engine_.store), notifier_.get(), &last_progress_ms_),
                 &g_stop),
-        http_([this] { return metrics_.Render(); },
-              [this](std::string* why) { return health_.Get(why); }) {}
+        metrics_(surface->metrics),
+        health_(surface->health),
+        http_(surface->http) {}
 
   int Run() {
     InstallSignalHandlers();
-    if (options_.metrics_port > 0) {
+    if (options_.metrics_port > 0 && http_.port() == 0) {  // the first pipeline
       Status status = http_.Start(options_.metrics_address, options_.metrics_port);
       if (!status.ok()) return StartFailed(*notifier_, status, kExitUsage);
     }
@@ -480,7 +496,7 @@ class Daemon {
     if (!reconfigure_) NoteStopping();
     if (relay_) relay_->Stop();
     source_.Close();
-    http_.Stop();
+    if (!reconfigure_) http_.Stop();  // else the next pipeline serves on
     Log(LogLevel::kInfo, reconfigure_ ? "pipeline_restarting" : "daemon_stopped",
         {{"exit_code", code}, {"signal", g_signal.load()}, {"peak_rss_kib", PeakRssKib()}});
     return code;
@@ -499,10 +515,10 @@ class Daemon {
   // The settings in effect: engine_.config's, with the batch and log
   // sections of the last accepted reload.
   Config running_;
-  Metrics metrics_;
-  Health health_;
   KafkaEventSource source_;
-  MetricsHttpServer http_;
+  Metrics& metrics_;
+  Health& health_;
+  MetricsHttpServer& http_;
   std::unique_ptr<RelayThread> relay_;
   BatchLoop* loop_ = nullptr;  // while Loop() runs
   // Set by the loop's thread, read by WatchForStuckBatches.
@@ -600,11 +616,13 @@ Status LoadStoreModel(const RunOptions& options, Config* config) {
 // `apply` has just switched the model, so an outage here is as likely as
 // anywhere; giving up would make the service manager restart the daemon for
 // what waiting mends.
-Status LoadStoreModelWaiting(const RunOptions& options, Config* config) {
+Status LoadStoreModelWaiting(const RunOptions& options, DaemonSurface& surface, Config* config) {
   const std::unique_ptr<ServiceNotifier> notifier = ServiceNotifierFromEnvironment();
   for (int attempt = 1; !g_stop.load(); ++attempt) {
     Status status = LoadStoreModel(options, config);
     if (!status.IsTransient()) return status;
+    surface.health.Set(false, kStoreUnavailable);
+    surface.metrics.SetStoreHealthy(false);
     Log(LogLevel::kWarn, "store_unavailable",
         {{"attempt", attempt}, {"reading", "the store's projections"}, {"error", status.message()}});
     notifier->Notify("STATUS=waiting for PostgreSQL to read the store's projections: attempt " +
@@ -619,14 +637,15 @@ Status LoadStoreModelWaiting(const RunOptions& options, Config* config) {
 int RunDaemon(Config config, const RunOptions& options) {
   g_stop.store(false);
   g_reload.store(false);
+  DaemonSurface surface;
   // A new pipeline per model: `apply` fences the old one (StaleConfig).
   while (true) {
     {
-      Daemon daemon(config, options);
+      Daemon daemon(config, options, &surface);
       const int code = daemon.Run();
       if (!daemon.reconfigure() || g_stop.load()) return code;
     }
-    Status status = LoadStoreModelWaiting(options, &config);
+    Status status = LoadStoreModelWaiting(options, surface, &config);
     if (g_stop.load()) return kExitOk;
     if (!status.ok()) {
       Log(LogLevel::kError, "config_load_failed", {{"error", status.message()}});

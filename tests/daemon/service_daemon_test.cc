@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <sstream>
 
@@ -238,7 +239,9 @@ bool Psql(const std::string& url, const std::string& sql) {
 // model on a new connection. A store that cannot be reached just then (here:
 // its database closed to new connections, while the daemon's own connection,
 // on which the fenced batch failed, stays open) is waited out like any other
-// outage, and the instance then runs the new model.
+// outage, and the instance then runs the new model. Its /metrics port stays
+// open through the pipeline's restart (503 while the store is away), and its
+// counters go on from where they were.
 TEST(ServiceDaemon, AStoreAwayWhenTheNewModelIsReadIsWaitedOut) {
   const std::string admin = testing::TestPostgresUrl();
   const std::string database = "denormd_fenced_" + std::to_string(getpid());
@@ -256,11 +259,27 @@ TEST(ServiceDaemon, AStoreAwayWhenTheNewModelIsReadIsWaitedOut) {
   Topic t = SetUpTopic(testing::TestKafkaBootstrap());
   Publish(t, SourcePath("tests/data/article/events.jsonl"));
   NotifyListener manager;
-  DaemonProcess daemon({"run", "-c", t.config_file, "--batch-size", "100"}, url);
+  const int metrics_port = 22000 + getpid() % 1000;
+  DaemonProcess daemon({"run", "-c", t.config_file, "--batch-size", "100", "--metrics-port",
+                        std::to_string(metrics_port)},
+                       url);
   daemon.SetEnv("NOTIFY_SOCKET", manager.path());
   daemon.Start();
   ASSERT_TRUE(WaitUntil([&] { return Processed(t.schema, url) >= kArticleEvents; }, kPatience))
       << daemon.Log();
+  // Events counted on /metrics: applied, stale and dead letters.
+  auto counted = [&] {
+    const std::string text = testing::HttpGet(metrics_port, "/metrics");
+    uint64_t sum = 0;
+    for (const char* series : {"denormd_events_applied_total ", "denormd_events_stale_total ",
+                               "denormd_dead_letters_total "}) {
+      const size_t at = text.find(std::string("\n") + series);
+      if (at == std::string::npos) return uint64_t{0};
+      sum += std::strtoull(text.c_str() + at + 1 + std::strlen(series), nullptr, 10);
+    }
+    return sum;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return counted() == kArticleEvents; }, kPatience)) << daemon.Log();
 
   // A field added to the posts' recent comments, applied while it runs.
   std::string text = testing::ReadFile(t.config_file);
@@ -291,12 +310,19 @@ TEST(ServiceDaemon, AStoreAwayWhenTheNewModelIsReadIsWaitedOut) {
     return Has(m, "STATUS=waiting for PostgreSQL to read the store's projections: attempt ");
   })) << daemon.Log();
   EXPECT_TRUE(daemon.Running()) << daemon.Log();
+  // Between the two pipelines the port still answers: the store is away.
+  const std::string health = testing::HttpGet(metrics_port, "/healthz");
+  EXPECT_NE(std::string::npos, health.find(" 503 ")) << health;
+  EXPECT_NE(std::string::npos, health.find("store unavailable")) << health;
 
   ASSERT_TRUE(Psql(admin, "alter database " + database + " allow_connections true"));
   ASSERT_TRUE(WaitUntil([&] { return Processed(t.schema, url) >= kArticleEvents + kRandomEvents; },
                         kPatience))
       << daemon.Log();
   EXPECT_TRUE(Has(daemon.Log(), "event=config_loaded_from_store")) << daemon.Log();
+  // Counted once each, across the restart (the fenced batch committed nothing).
+  EXPECT_TRUE(WaitUntil([&] { return counted() == kArticleEvents + kRandomEvents; }, 10))
+      << counted() << "\n" << daemon.Log();
   EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
   // Every document is the new model's.
   testing::CommandResult verify = testing::RunDenormdWith({{"DENORMD_POSTGRES", url}}, {"verify", "-c", next});
