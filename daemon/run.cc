@@ -645,6 +645,7 @@ int RunDaemon(Config config, const RunOptions& options) {
       const int code = daemon.Run();
       if (!daemon.reconfigure() || g_stop.load()) return code;
     }
+    surface.health.SetStuck("");  // that pipeline's batches are over
     Status status = LoadStoreModelWaiting(options, surface, &config);
     if (g_stop.load()) return kExitOk;
     if (!status.ok()) {
