@@ -1747,21 +1747,23 @@ def report(env, results, args, sizes, n_load, n_changes):
     targets = []
     ceil = rate_of("ceiling", "changes")
     hl = {"run": "denormd run", "replay": "denormd replay"}[headline_key]
-    targets.append((f"{hl} throughput >= 50% of the source-only ceiling",
+    share, p99_target, size_name = size_targets(results)
+    targets.append((f"{hl} throughput >= {share:.0%} of the source-only ceiling ({size_name})",
                     f"{d / ceil:.0%}" if d and ceil else "—",
-                    verdict(d / ceil >= 0.5 if d and ceil else None)))
+                    verdict(d / ceil >= share if d and ceil else None)))
     tev = rate_of("triggers_event", "changes")
     targets.append(("\\>= 10x the per-event trigger baseline", ratio(d, tev),
                     verdict(d / tev >= 10 if d and tev else None)))
     tba = rate_of("triggers_batched", "changes")
     targets.append(("\\>= 2x the batched trigger baseline", ratio(d, tba),
                     verdict(d / tba >= 2 if d and tba else None)))
+    p99_name = f"freshness p99 <= {p99_target * 1000:.0f} ms ({size_name}) at "
     if f and f.get("p99") is not None:
-        targets.append(("freshness p99 <= 100 ms at " + ("the default rate" if not args.freshness_rate
-                                                         else f"{f['rate']:,.0f} events/s"),
-                        f"{f['p99'] * 1000:.1f} ms", verdict(f["p99"] <= 0.1)))
+        targets.append((p99_name + ("the default rate" if not args.freshness_rate
+                                    else f"{f['rate']:,.0f} events/s"),
+                        f"{f['p99'] * 1000:.1f} ms", verdict(f["p99"] <= p99_target)))
     else:
-        targets.append(("freshness p99 <= 100 ms at the default rate", "—", "n/a"))
+        targets.append((p99_name + "the default rate", "—", "n/a"))
     rss = [C[k]["rss_kib"] for k in ("replay", "run") if C.get(k, {}).get("rss_kib")]
     rss += [x["rss_kib"] for x in fresh if x.get("rss_kib")]
     entities = C.get("replay", {}).get("entities", 0)
@@ -1852,12 +1854,21 @@ def freshness_table(fresh, plot):
     return out + [""]
 
 
-def freshness_svg(fresh, title):
+def size_targets(results):
+    """The targets that depend on the store's size (issue 9): (share of the ceiling,
+    freshness p99 in seconds, which size). The issue's full size (1.2 M entities) may
+    reach 20% of the ceiling and a p99 of 250 ms; smaller stores 25% and 100 ms."""
+    if results["contenders"].get("replay", {}).get("entities", 0) >= 1_000_000:
+        return 0.20, 0.25, "at 1,000,000+ entities"
+    return 0.25, 0.1, "below 1,000,000 entities"
+
+
+def freshness_svg(fresh, title, target_ms=100):
     """A hand-written SVG plot: p50 and p99 (ms, log scale) against the produced rate
-    (events/s), with the 100 ms target as a dashed line."""
+    (events/s), with the p99 target as a dashed line."""
     W, H, L, R, T, B = 640, 400, 80, 24, 48, 56  # size and margins
     pts = [(x["sent"] / x["elapsed"], x["p50"] * 1000, x["p99"] * 1000) for x in fresh]
-    ys = [v for _, a, b in pts for v in (a, b) if v > 0] + [100.0]
+    ys = [v for _, a, b in pts for v in (a, b) if v > 0] + [float(target_ms)]
     lo, hi = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
     hi = max(hi, lo + 1)
     xmax = max(p[0] for p in pts) * 1.1
@@ -1885,11 +1896,11 @@ def freshness_svg(fresh, title):
     o.append(f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">input rate (events/s)</text>')
     o.append(f'<text transform="translate(20 {(T + H - B) / 2}) rotate(-90)" text-anchor="middle">'
              'event age at commit (ms, log scale)</text>')
-    y, ly = py(100), T + 10 + 18 * 2
+    y, ly = py(target_ms), T + 10 + 18 * 2
     for x1, y1, x2 in ((L, y, W - R), (L + 12, ly, L + 36)):  # the target, and its legend entry
         o.append(f'<line x1="{x1}" y1="{y1:.1f}" x2="{x2}" y2="{y1:.1f}" stroke="#888" '
                  'stroke-dasharray="6 4"/>')
-    o.append(f'<text x="{L + 42}" y="{ly + 4}">target: p99 &lt;= 100 ms</text>')
+    o.append(f'<text x="{L + 42}" y="{ly + 4}">target: p99 &lt;= {target_ms:,.0f} ms</text>')
     for i, (name, color) in enumerate((("p50", "#1f77b4"), ("p99", "#d62728"))):
         xy = [(px(p[0]), py(p[1 + i])) for p in pts]
         o.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="'
@@ -1977,7 +1988,8 @@ def main():
     g.add_argument("--state-dir", default=os.path.join(REPO, ".local", "bench"),
                    help="DENORMD_STATE_DIR of the benchmark's own PostgreSQL and Kafka "
                         "(default .local/bench)")
-    g.add_argument("--pg-port", type=int, default=55440, help="default 55440")
+    g.add_argument("--pg-port", type=int, default=15440,
+                   help="default 15440 (below Linux's ephemeral ports: scripts/README.md)")
     g.add_argument("--kafka-port", type=int, default=19240,
                    help="default 19240 (the controller takes the next port too)")
     g.add_argument("--metrics-port", type=int, default=19464,
@@ -2070,7 +2082,8 @@ def main():
             results["freshness_plot"] = os.path.splitext(args.results)[0] + "-freshness.svg"
             os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
             with open(results["freshness_plot"], "w") as fh:
-                fh.write(freshness_svg(fresh, "denormd run: freshness against input rate"))
+                fh.write(freshness_svg(fresh, "denormd run: freshness against input rate",
+                                       size_targets(results)[1] * 1000))
         table = report(env, results, args, sizes, locals().get("n_load", 0),
                        locals().get("n_changes", 0)) if "n_load" in locals() else ""
         print(table)
