@@ -718,26 +718,34 @@ class PostgresTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
-  Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group, int64_t step,
-                        uint64_t* written) override {
+  Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group, int64_t after,
+                        int64_t before, int64_t step, uint64_t* written) override {
     const std::string table = Table(projection);
+    // $3 after, $4 before, $5 step. `n`: how many buckets each side has;
+    // `r`: the new seqs of the smaller side's, in the order of their lo.
+    const std::string group_rows = table + " where projection = $1 and pk = $2 and lo_sort is not null";
     const std::string update =
-        "update " + table + " c set seq = r.rank * $3,"
-        " doc = jsonb_set(c.doc, '{seq}', to_jsonb(r.rank * $3))"
-        " from (select id, row_number() over (order by lo_sort, lo_id) - 1 as rank from " +
-        table + " where projection = $1 and pk = $2 and lo_sort is not null) r"
+        "update " + table + " c set seq = r.seq, doc = jsonb_set(c.doc, '{seq}', to_jsonb(r.seq))"
+        " from (select b.id, case when n.head < n.tail"
+        " then $4::bigint - (n.head - row_number() over (order by b.lo_sort, b.lo_id) + 1) * $5::bigint"
+        " else $3::bigint + row_number() over (order by b.lo_sort, b.lo_id) * $5::bigint end as seq"
+        " from (select count(*) filter (where seq < $4) as head,"
+        " count(*) filter (where seq > $3) as tail from " + group_rows + ") n, " + table +
+        " b where b.projection = $1 and b.pk = $2 and b.lo_sort is not null"
+        " and case when n.head < n.tail then b.seq < $4 else b.seq > $3 end) r"
         " where c.id = r.id";
     return Guard("respacing the buckets of " + projection.name, [&] {
       if (!Captured(projection)) {
-        pqxx::result result = Run(update, projection.name, group, step);
+        pqxx::result result = Run(update, projection.name, group, after, before, step);
         *written += result.affected_rows();
         return;
       }
-      // A re-spacing changes every bucket's seq: each is a document change.
+      // A re-spacing changes the seq of each bucket it moves: each is a
+      // document change.
       pqxx::result result = Run("with w as (" + update + " returning c.id, c.pk, c.doc), " +
-                                    CaptureCte("(select w.id, w.pk, w.doc, 1 as k from w)", 4) +
+                                    CaptureCte("(select w.id, w.pk, w.doc, 1 as k from w)", 6) +
                                     " select count(*) from w",
-                                projection.name, group, step, projection.collection,
+                                projection.name, group, after, before, step, projection.collection,
                                 change_source_);
       *written += result[0][0].as<uint64_t>();
     });

@@ -224,16 +224,20 @@ class MemoryTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
-  Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group, int64_t step,
-                        uint64_t* written) override {
-    // (lo, id, document) of the group's buckets.
-    std::vector<std::tuple<IndexKey, std::string, MemoryState::Document*>> buckets;
+  Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group, int64_t after,
+                        int64_t before, int64_t step, uint64_t* written) override {
+    // (lo, id, document) of the group's buckets below `before` and above `after`.
+    std::vector<std::tuple<IndexKey, std::string, MemoryState::Document*>> head, tail;
     for (auto& entry : state_.collections[projection.collection]) {
       MemoryState::Document& doc = entry.second;
       if (doc.projection == projection.name && doc.pk == group && doc.bucket && doc.bucket->lo) {
-        buckets.emplace_back(*doc.bucket->lo, entry.first, &doc);
+        if (doc.bucket->seq < before) head.emplace_back(*doc.bucket->lo, entry.first, &doc);
+        if (doc.bucket->seq > after) tail.emplace_back(*doc.bucket->lo, entry.first, &doc);
       }
     }
+    const bool use_head = head.size() < tail.size();
+    auto& buckets = use_head ? head : tail;
+    const int64_t first = use_head ? before - static_cast<int64_t>(head.size()) * step : after + step;
     std::sort(buckets.begin(), buckets.end(),
               [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
     auto& docs = state_.collections[projection.collection];
@@ -243,7 +247,7 @@ class MemoryTransaction : public StoreTransaction,
     }
     for (size_t rank = 0; rank < buckets.size(); ++rank) {
       MemoryState::Document& doc = *std::get<2>(buckets[rank]);
-      doc.bucket->seq = static_cast<int64_t>(rank) * step;
+      doc.bucket->seq = first + static_cast<int64_t>(rank) * step;
       JsonDocument json;
       if (!ParseJson(doc.json, &json).ok()) return Status::Fatal("a stored bucket is not JSON");
       json["seq"].SetInt64(doc.bucket->seq);

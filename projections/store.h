@@ -250,10 +250,16 @@ class DocumentTables {
   virtual Status MaxBucketNumbers(const ProjectionConfig& projection,
                                   const std::vector<std::string>& groups,
                                   std::map<std::string, uint64_t>* out) = 0;
-  // Renumbers the seq of every bucket of `group` to rank * `step` in the
-  // order of their `lo` (column and document); *written counts rows.
+  // Makes room in `group` between the bucket with seq `after` and the one
+  // with seq `before` (after < before, and every seq between them): re-spaces
+  // the buckets on one side, `step` apart in the order of their `lo` (column
+  // and document). The side with fewer buckets: those below `before`, then
+  // ending at `before` - `step` (seqs may go below 0), or those above
+  // `after`, then starting at `after` + `step` (on a tie). *written counts
+  // rows.
   virtual Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group,
-                                int64_t step, uint64_t* written) = 0;
+                                int64_t after, int64_t before, int64_t step,
+                                uint64_t* written) = 0;
 };
 
 // ---------------------------------------------------------------------------

@@ -46,6 +46,7 @@ struct GroupPlan {
   bool whole = false;     // render the group whole (packed)
   bool rendered = false;  // ... because its stored buckets did not add up
   bool respace = false;   // no room between two seqs: re-space first
+  int64_t respace_after = 0, respace_before = 0;  // the full gaps, lowest to highest
   bool new_numbers = false;
 };
 
@@ -284,10 +285,14 @@ class StableLayout::GroupPlanner {
       const int64_t k = static_cast<int64_t>(end - i);
       int64_t step;
       if (end < segment->size()) {
-        const int64_t gap = (*segment)[end].meta.seq - prev;
-        if (gap <= k) {
+        const int64_t next = (*segment)[end].meta.seq;
+        const int64_t gap = next - prev;
+        if (gap <= k) {  // no room: noted, and the other gaps looked at
+          plan_.respace_after = plan_.respace ? std::min(plan_.respace_after, prev) : prev;
+          plan_.respace_before = plan_.respace ? std::max(plan_.respace_before, next) : next;
           plan_.respace = true;
-          return true;
+          i = end;
+          continue;
         }
         step = gap / (k + 1);
       } else {
@@ -619,25 +624,28 @@ class StableBatch {
 
 Status StableLayout::ApplyChanges(StoreTransaction& txn, const GroupChanges& changes,
                                   BatchStats* stats) const {
-  std::vector<std::string> respace;
+  std::map<std::string, RespaceRange> respace;
   DENORMD_RETURN_IF_ERROR(ApplyOnce(txn, changes, stats, &respace));
   if (respace.empty()) return Status::Ok();
   GroupChanges again;
-  for (const std::string& group : respace) {
-    DENORMD_RETURN_IF_ERROR(
-        txn.documents().RespaceBuckets(projection_, group, kSeqGap, &stats->documents_written));
-    again.insert(*changes.find(group));
+  for (const auto& entry : respace) {
+    DENORMD_RETURN_IF_ERROR(txn.documents().RespaceBuckets(projection_, entry.first,
+                                                           entry.second.after, entry.second.before,
+                                                           kSeqGap, &stats->documents_written));
+    again.insert(*changes.find(entry.first));
   }
-  std::vector<std::string> still;
+  std::map<std::string, RespaceRange> still;
   DENORMD_RETURN_IF_ERROR(ApplyOnce(txn, again, stats, &still));
   // A batch that opens more buckets in one gap than a re-spacing leaves room
   // for: render those groups whole.
-  if (!still.empty()) DENORMD_RETURN_IF_ERROR(rewrite_(txn, still, stats));
+  std::vector<std::string> whole;
+  for (const auto& entry : still) whole.push_back(entry.first);
+  if (!whole.empty()) DENORMD_RETURN_IF_ERROR(rewrite_(txn, whole, stats));
   return Status::Ok();
 }
 
 Status StableLayout::ApplyOnce(StoreTransaction& txn, const GroupChanges& changes,
-                               BatchStats* stats, std::vector<std::string>* respace) const {
+                               BatchStats* stats, std::map<std::string, RespaceRange>* respace) const {
   StableBatch batch(projection_, relation_, txn);
   std::map<std::string, std::vector<std::vector<BucketSlot>>> windows;
   DENORMD_RETURN_IF_ERROR(batch.Probe(changes, &windows));
@@ -652,7 +660,7 @@ Status StableLayout::ApplyOnce(StoreTransaction& txn, const GroupChanges& change
   for (const auto& entry : plans) {
     const GroupPlan& plan = entry.second;
     if (plan.respace) {
-      respace->push_back(entry.first);
+      (*respace)[entry.first] = {plan.respace_after, plan.respace_before};
       continue;
     }
     stats->units_recomputed++;

@@ -35,6 +35,7 @@
 #define DENORMD_PROJECTIONS_BUCKETS_STABLE_LAYOUT_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -78,10 +79,17 @@ class StableLayout {
  private:
   class GroupPlanner;
 
+  // Where a group needs room between seqs: from the lowest to the highest
+  // of the gaps its new buckets found full (the seqs around them).
+  struct RespaceRange {
+    int64_t after = 0;
+    int64_t before = 0;
+  };
+
   // One pass over `changes`; groups whose seqs need re-spacing first are
   // left in *respace, untouched.
   Status ApplyOnce(StoreTransaction& txn, const GroupChanges& changes, BatchStats* stats,
-                   std::vector<std::string>* respace) const;
+                   std::map<std::string, RespaceRange>* respace) const;
 
   const ProjectionConfig& projection_;
   const Relation& relation_;

@@ -119,21 +119,26 @@ TEST_F(StableBucketsOnPostgres, RandomStreamStaysExactAndEqualsTheInMemoryEngine
   for (const std::string post : {"p", "q"}) EXPECT_EQ(MemoryItems(post), PagedItems(post)) << post;
 }
 
-TEST_F(StableBucketsOnPostgres, SplitsRespaceOnceAndReadersPageBySeq) {
+TEST_F(StableBucketsOnPostgres, SplitsRespaceOneSideAndReadersPageBySeq) {
   std::vector<std::string> load;
   for (int i = 1; i <= 40; ++i) load.push_back(Comment("c" + std::to_string(i), "p", i));
   Apply(load);  // p:0 .. p:9, seq 0 .. 9
   const std::string table = engine_.config.store.schema + ".pages";
-  Apply({Comment("x", "p", 10.5)});  // splits p:2: no room between seq 2 and 3
-  EXPECT_EQ(std::vector<std::string>({"0", "1048576", "2097152", "2621440", "3145728"}),
-            testing::Sql("select seq from " + table + " order by seq limit 5"));
-  EXPECT_EQ(std::vector<std::string>({"p:10"}),
-            testing::Sql("select id from " + table + " where seq = 2621440"));
+  // Splits p:2: no room between seq 2 and 3. The 3 buckets before the gap
+  // (against 7 after it) move to end at 3 - 2^20, below 0.
+  Apply({Comment("x", "p", 10.5)});
+  EXPECT_EQ(std::vector<std::string>({"p:0\t-3145725", "p:1\t-2097149", "p:2\t-1048573",
+                                      "p:10\t-524285", "p:3\t3", "p:4\t4"}),
+            testing::Sql("select id, seq from " + table + " order by seq limit 6"));
+  // Near the end the buckets after the gap move: p:9 alone.
+  Apply({Comment("y", "p", 34.5)});  // splits p:8 (seq 8)
+  EXPECT_EQ(std::vector<std::string>({"p:8\t8", "p:11\t524296", "p:9\t1048584"}),
+            testing::Sql("select id, seq from " + table + " where seq >= 8 order by seq"));
   // The document's seq is the column's; "the page after seq s" is one row.
   EXPECT_EQ(std::vector<std::string>(),
             testing::Sql("select id from " + table + " where (doc->>'seq')::bigint <> seq"));
   EXPECT_EQ(std::vector<std::string>({"p:10"}),
-            testing::Sql("select id from " + table + " where pk = 'p' and seq > 2097152"
+            testing::Sql("select id from " + table + " where pk = 'p' and seq > -1048573"
                          " order by seq limit 1"));
   EXPECT_EQ(MemoryItems("p"), PagedItems("p"));
   EXPECT_EQ(std::vector<std::string>(), Differences());

@@ -107,23 +107,50 @@ TEST(StableBuckets, ADeleteInTheMiddleRewritesOnlyItsBucket) {
   EXPECT_NE(std::string::npos, Shape(stable).find("p:1=99"));
 }
 
-TEST(StableBuckets, AnInsertIntoAFullBucketSplitsItAndSeqsAreRespacedOnce) {
+// A group appended in order has the packed numbering (seq 0, 1, 2, ...), so
+// the first split in its middle finds no room: the buckets on the shorter
+// side of the gap are re-spaced, the others keep their seqs.
+TEST(StableBuckets, AnInsertIntoAFullBucketSplitsItAndTheShorterSideIsRespaced) {
+  const int64_t gap = StableLayout::kSeqGap;
   InMemory m(Config(4));
   LoadInOrder(&m, 40, 40);  // p:0 .. p:9, full, seq 0 .. 9
   ASSERT_EQ("p:0=4 p:1=4 p:2=4 p:3=4 p:4=4 p:5=4 p:6=4 p:7=4 p:8=4 p:9=4", Shape(m));
   uint64_t before = Writes(m);
   BatchStats stats = m.Apply({Comment("x1", "p", 10.5)});  // into p:2 (c9..c12)
   EXPECT_EQ(0u, stats.tails_rendered);
-  // No integer between seq 2 and 3: the ten buckets re-spaced, then p:2 and
-  // the new bucket written.
-  EXPECT_EQ(10u + 2u, Writes(m) - before);
+  // No integer between seq 2 and 3: p:0 .. p:2 (3 buckets, against 7 after
+  // the gap) re-spaced to end below 3, then p:2 and the new bucket written.
+  EXPECT_EQ(3u + 2u, Writes(m) - before);
   EXPECT_EQ("p:0=4 p:1=4 p:2=3 p:10=2 p:3=4 p:4=4 p:5=4 p:6=4 p:7=4 p:8=4 p:9=4", Shape(m));
-  EXPECT_EQ(StableLayout::kSeqGap * 2, m.Documents("pages")["p:2"].bucket->seq);
-  EXPECT_EQ(StableLayout::kSeqGap * 5 / 2, m.Documents("pages")["p:10"].bucket->seq);
-  // The next split finds room: two writes.
+  EXPECT_EQ(3 - 3 * gap, m.Documents("pages")["p:0"].bucket->seq);
+  EXPECT_EQ(3 - gap, m.Documents("pages")["p:2"].bucket->seq);
+  EXPECT_EQ(3 - gap / 2, m.Documents("pages")["p:10"].bucket->seq);
+  EXPECT_EQ(3, m.Documents("pages")["p:3"].bucket->seq);
+  // A split on the re-spaced side finds room: two writes.
   before = Writes(m);
-  m.Apply({Comment("x2", "p", 30.5)});  // into p:7 (c29..c32)
+  m.Apply({Comment("x2", "p", 6.5)});  // into p:1 (c5..c8)
   EXPECT_EQ(2u, Writes(m) - before);
+  // Near the group's end the shorter side is after the gap: p:9 alone moves
+  // up, to 8 + gap.
+  before = Writes(m);
+  m.Apply({Comment("x3", "p", 34.5)});  // into p:8 (c33..c36)
+  EXPECT_EQ(1u + 2u, Writes(m) - before);
+  EXPECT_EQ(8, m.Documents("pages")["p:8"].bucket->seq);
+  EXPECT_EQ(8 + gap, m.Documents("pages")["p:9"].bucket->seq);
+  EXPECT_EQ(std::vector<std::string>(), m.Differences());
+}
+
+// One batch splitting at two full gaps re-spaces once, across both.
+TEST(StableBuckets, SplitsAtTwoFullGapsShareOneRespacing) {
+  InMemory m(Config(4));
+  LoadInOrder(&m, 40, 40);  // p:0 .. p:9, seq 0 .. 9
+  const uint64_t before = Writes(m);
+  m.Apply({Comment("x1", "p", 14.5), Comment("x2", "p", 22.5)});  // into p:3 and p:5
+  // From after seq 3 to before seq 6: p:4 .. p:9 (6) against p:0 .. p:5 (6),
+  // a tie: the buckets after the gap move; then 2 splits, 2 writes each.
+  EXPECT_EQ(6u + 4u, Writes(m) - before);
+  EXPECT_EQ(3, m.Documents("pages")["p:3"].bucket->seq);
+  EXPECT_EQ(3 + StableLayout::kSeqGap, m.Documents("pages")["p:4"].bucket->seq);
   EXPECT_EQ(std::vector<std::string>(), m.Differences());
 }
 
