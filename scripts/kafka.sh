@@ -117,6 +117,13 @@ running_pid() {
 
 port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 
+# log_grew_line FILE OFFSET TEXT: whether FILE holds TEXT past byte OFFSET.
+# Not `tail | grep -q`: under pipefail, grep quits at its match, tail then
+# dies of SIGPIPE once more than a pipe's worth follows, and the check fails
+# on every later try (a broker with many partitions logs megabytes after
+# "Kafka Server started").
+log_grew_line() { grep -q -- "$3" < <(tail -c +"$(($2 + 1))" "$1" 2>/dev/null); }
+
 java_bin() {
   command -v java >/dev/null || die "java not found; run scripts/install-deps.sh"
   echo java
@@ -223,7 +230,7 @@ cmd_start() {
     if [[ -f "$server_log" ]]; then
       local size; size="$(stat -c %s "$server_log")"
       ((size < offset)) && offset=0   # the log rolled over
-      if tail -c +"$((offset + 1))" "$server_log" | grep -q "Kafka Server started"; then
+      if log_grew_line "$server_log" "$offset" "Kafka Server started"; then
         started=1
       fi
     fi
