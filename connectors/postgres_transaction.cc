@@ -721,18 +721,19 @@ class PostgresTransaction : public StoreTransaction,
   Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group, int64_t after,
                         int64_t before, int64_t step, uint64_t* written) override {
     const std::string table = Table(projection);
-    // $3 after, $4 before, $5 step. `n`: how many buckets each side has;
-    // `r`: the new seqs of the smaller side's, in the order of their lo.
-    const std::string group_rows = table + " where projection = $1 and pk = $2 and lo_sort is not null";
+    // $3 after, $4 before, $5 step. `g`: the group's buckets; `n`: how many
+    // lie before the gap (`head`) and after it (`tail`); `r`: the new seqs
+    // of the side with fewer, in the order of their lo.
     const std::string update =
         "update " + table + " c set seq = r.seq, doc = jsonb_set(c.doc, '{seq}', to_jsonb(r.seq))"
-        " from (select b.id, case when n.head < n.tail"
-        " then $4::bigint - (n.head - row_number() over (order by b.lo_sort, b.lo_id) + 1) * $5::bigint"
-        " else $3::bigint + row_number() over (order by b.lo_sort, b.lo_id) * $5::bigint end as seq"
-        " from (select count(*) filter (where seq < $4) as head,"
-        " count(*) filter (where seq > $3) as tail from " + group_rows + ") n, " + table +
-        " b where b.projection = $1 and b.pk = $2 and b.lo_sort is not null"
-        " and case when n.head < n.tail then b.seq < $4 else b.seq > $3 end) r"
+        " from (with g as (select id, seq, lo_sort, lo_id from " + table +
+        " where projection = $1 and pk = $2 and lo_sort is not null),"
+        " n as (select count(*) filter (where seq < $4) as head,"
+        " count(*) filter (where seq > $3) as tail from g)"
+        " select g.id, case when n.head < n.tail"
+        " then $4::bigint - (n.head - row_number() over (order by g.lo_sort, g.lo_id) + 1) * $5::bigint"
+        " else $3::bigint + row_number() over (order by g.lo_sort, g.lo_id) * $5::bigint end as seq"
+        " from g, n where case when n.head < n.tail then g.seq < $4 else g.seq > $3 end) r"
         " where c.id = r.id";
     return Guard("respacing the buckets of " + projection.name, [&] {
       if (!Captured(projection)) {
