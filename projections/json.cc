@@ -67,10 +67,6 @@ size_t FindLoneLowSurrogate(const std::string& text) {
   return std::string::npos;
 }
 
-}  // namespace
-
-namespace {
-
 // The C locale, for strtod_l: a number's decimal point is '.' whatever the
 // process's LC_NUMERIC.
 locale_t CLocale() {
@@ -84,9 +80,9 @@ locale_t CLocale() {
 // reads as -6.5e-201 (upstream fixed it in 2024, Tencent/rapidjson#2326), a
 // zero written with more than 22 decimals as -1.7e-195 (both after an
 // undefined clz(0); found by Fuzz.EventDecoderAndEngine under UBSan), and
-// 1.8e308 as NaN. So the reader hands over each
-// number's text (kParseNumbersAsStringsFlag), already checked against the
-// JSON grammar, and this converts it:
+// 1.8e308 as NaN. So the reader hands over each number's text
+// (kParseNumbersAsStringsFlag), already checked against the JSON grammar,
+// and this converts it:
 // - an integer kept as RapidJSON keeps it: unsigned (32 or 64 bits) when
 //   not negative, signed when negative ("-0" is the integer 0), a double
 //   only beyond 64 bits;
