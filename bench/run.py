@@ -16,6 +16,9 @@ Contenders, each in a fresh schema of one database:
                      application (exactly_once_v2), LOAD and CHANGES from its own
                      4-partition topic, its output topics read back and checked, and its
                      freshness at denormd's freshness rate (--skip-kstreams: left out)
+  write floor        not a contender but a bound (--skip-floor): per batch of denormd's
+                     batch.max_events, the source rows as the ceiling writes them plus only
+                     the documents that batch changed, in bulk, one transaction each
 
 Two phases, measured separately: LOAD (load.jsonl, the initial state) and CHANGES
 (changes.jsonl applied on top of the loaded store). CHANGES events/s is the headline.
@@ -28,7 +31,8 @@ into Kafka at a fixed rate (10%, 20% and 50% of denormd run's measured CHANGES r
 new daemon each); the time from produce to committed document, p50/p99/max, from the
 daemon's denormd_event_age_seconds histogram, in a table and an SVG plot beside it. And
 scaling: denormd replay's CHANGES rate on a store 10x smaller (--scale-small), same
-change-stream length.
+change-stream length; and that small store's change stream again on the large store with
+the small store's entities added (the same work on 11x the data).
 
 The table goes to stdout and, with the command, date and machine, to an untracked file
 (STATE_DIR/results/run-<date>.md, the raw figures beside it as .json); --record writes the
@@ -81,6 +85,7 @@ SCHEMAS = {  # contender -> schema
     "ceiling": "bench_ceiling", "replay": "bench_replay", "run": "bench_run",
     "ref": "bench_ref", "triggers": "bench_triggers", "small": "bench_small",
     "kstreams": "bench_kstreams", "feed": "bench_feed",
+    "floor": "bench_floor", "floor_writes": "bench_floor_writes",
 }
 KSTREAMS_DIR = os.path.join(BENCH, "peers", "kstreams")
 
@@ -295,12 +300,16 @@ def stop_services(env, started):
         env.run([script, "stop"], f"{name} stop", check=False)
 
 
-def workload(env, sizes, changes, seed, label):
-    """Generates (or reuses) a workload; returns its directory."""
+def workload(env, sizes, changes, seed, label, id_prefix=""):
+    """Generates (or reuses) a workload; returns its directory. id_prefix: prepended to every
+    entity id, so that the workload's entities can be added to another workload's store."""
     gen = os.path.join(BENCH, "generate_workload.py")
     gen_hash = hashlib.sha256(open(gen, "rb").read()).hexdigest()[:16]
     params = dict(sizes, changes=changes, seed=seed)
     name = "a{authors}-b{books}-p{posts}-c{comments}-ch{changes}-s{seed}".format(**params)
+    if id_prefix:
+        params["id_prefix"] = id_prefix
+        name += "-id" + re.sub(r"[^A-Za-z0-9]", "_", id_prefix)
     d = os.path.join(os.path.abspath(env.args.out), name)
     manifest_path = os.path.join(d, "manifest.json")
     manifest = dict(params, generator_sha256=gen_hash)
@@ -314,7 +323,8 @@ def workload(env, sizes, changes, seed, label):
     log(f"workload ({label}): generating {d}")
     if os.path.exists(manifest_path):
         os.remove(manifest_path)
-    cmd = [sys.executable, gen, "--out", d, "--changes", str(changes), "--seed", str(seed)]
+    cmd = [sys.executable, gen, "--out", d, "--changes", str(changes), "--seed", str(seed),
+           "--id-prefix", id_prefix]
     for k in ("authors", "books", "posts", "comments"):
         cmd += [f"--{k}", str(sizes[k])]
     env.run(cmd, "generate_workload.py")
@@ -649,6 +659,119 @@ def replay_contender(env, results, load, changes, n_changes, clones):
         f"{c['documents'] / c['events']:.2f} documents written per event, "
         f"peak RSS {c['rss_kib'] // 1024} MiB")
     return configs
+
+
+def config_batch_events():
+    """bench/config.yaml's batch.max_events: the events in each of replay's transactions."""
+    m = re.search(r"max_events:\s*(\d+)", open(os.path.join(BENCH, "config.yaml")).read())
+    if not m:
+        raise BenchError("bench/config.yaml: no batch.max_events")
+    return int(m.group(1))
+
+
+# The write floor's statements for one batch: its source rows as the ceiling writes them, and
+# the documents it changed, upserted (or deleted) in one statement.
+FLOOR_SOURCES_SQL = """create temp table source_lines (line text) on commit drop;
+\\copy source_lines from '{sources}' {copy}
+insert into "{w}".sources as s (type, id, version, deleted, data)
+select distinct on (e->>'type', e->>'id') e->>'type', e->>'id', (e->>'version')::numeric,
+       e->>'op' = 'delete', e->'data'
+from (select line::jsonb as e from source_lines) x
+order by e->>'type', e->>'id', (e->>'version')::numeric desc
+on conflict (type, id) do update set version = excluded.version, deleted = excluded.deleted,
+  data = excluded.data
+where excluded.version > s.version;
+"""
+FLOOR_DOCUMENTS_SQL = """create temp table document_lines (line text) on commit drop;
+\\copy document_lines from '{documents}' {copy}
+with x as (select line::jsonb as e from document_lines),
+gone as (delete from {table} d using x
+         where (x.e->>'deleted')::boolean and d.collection = x.e->>'c' and d.id = x.e->>'id')
+insert into {table} (collection, id, pk, seq, doc)
+select e->>'c', e->>'id', e->>'pk', (e->>'seq')::bigint, e->'doc' from x
+where not (e->>'deleted')::boolean
+on conflict (collection, id) do update set pk = excluded.pk, seq = excluded.seq, doc = excluded.doc;
+"""
+
+
+def write_floor(env, results, changes, n_changes, config):
+    """The write floor: what writing only the rows that change costs PostgreSQL, committed
+    every `batch.max_events` events as denormd commits.
+
+    Untimed, per batch: denormd replay applies it to a copy of the loaded store (schema
+    "floor"), and the documents it wrote whose content or seq differs from before, and those
+    it deleted, are exported. Timed: one psql that runs one transaction per batch, each
+    writing the batch's source rows as the ceiling does and those documents in one upsert,
+    into bare tables (schema "floor_writes": primary keys and the bucket paging index only).
+    No reads, no reference index, no counters: a floor under any maintainer of these
+    documents that commits as often. Its rate against the ceiling bounds the throughput
+    target."""
+    store, w = SCHEMAS["floor"], SCHEMAS["floor_writes"]
+    batch = config_batch_events()
+    drop_schema(env, w)
+    union = " union all ".join(f"select '{c}' as collection, id, pk, seq, doc, xmin from "
+                               f'"{store}"."{c}"' for c in COLLECTIONS)
+    documents_table = (f'(collection text collate "C", id text collate "C", pk text collate "C", '
+                       f"seq bigint, doc jsonb not null, primary key (collection, id))")
+    env.psql(f'create schema "{w}"; '
+             f'create table "{w}".sources (type text collate "C", id text collate "C", '
+             f"version numeric, deleted boolean not null default false, data jsonb, "
+             f"primary key (type, id)); "
+             f'insert into "{w}".sources select type, id, version, deleted, data from "{store}".entities; '
+             f'create table "{w}".documents {documents_table}; '
+             f'insert into "{w}".documents select collection, id, pk, seq, doc from ({union}) d; '
+             f'create index on "{w}".documents (collection, pk, seq) where seq is not null; '
+             # what the store's documents were before each batch (untimed bookkeeping)
+             f'create table "{w}".before {documents_table}; '
+             f'insert into "{w}".before select * from "{w}".documents')
+    mark_schema(env, w)
+    f = results["floor"] = {"batch": batch, "events": 0, "transactions": 0, "documents": 0,
+                            "deleted": 0}
+    log(f"write floor: the documents each batch of {fmt_count(batch)} changes (denormd replay, "
+        "untimed)")
+    script = ["\\set ON_ERROR_STOP on"]
+    for start in range(0, n_changes, batch):
+        end = min(n_changes, start + batch)
+        part = slice_lines(changes, os.path.join(env.work, f"floor-{start}.jsonl"), start, end)
+        xid = int(env.scalar("select txid_current() % 4294967296"))
+        denormd_replay(env, store, config, part, "write floor: denormd replay")
+        documents = os.path.join(env.work, f"floor-{start}-documents.jsonl")
+        changed = (f"select collection, id, pk, seq, doc, false as deleted from ({union}) a "
+                   f"where a.xmin::text::bigint >= {xid} and not exists (select 1 from "
+                   f'"{w}".before d where d.collection = a.collection and d.id = a.id '
+                   f"and d.doc = a.doc and d.seq is not distinct from a.seq)")
+        gone = (f'select collection, id, null, null::bigint, null::jsonb, true from "{w}".before d '
+                f"where not exists (select 1 from ({union}) a where a.collection = d.collection "
+                f"and a.id = d.id)")
+        env.psql(f"\\copy (select json_build_object('c', collection, 'id', id, 'pk', pk, "
+                 f"'seq', seq, 'doc', doc, 'deleted', deleted)::text from ({changed} union all "
+                 f"{gone}) x) to '{documents}' {COPY_OPTS}")
+        bookkeeping = os.path.join(env.work, "floor-before.sql")
+        with open(bookkeeping, "w") as fh:
+            fh.write("begin;\n" + FLOOR_DOCUMENTS_SQL.format(
+                documents=documents, table=f'"{w}".before', copy=COPY_OPTS) + "commit;\n")
+        env.psql(file=bookkeeping, what="write floor: bookkeeping")
+        with open(documents) as fh:
+            deleted = sum(1 for line in fh if json.loads(line)["deleted"])
+        f["documents"] += count_lines(documents) - deleted
+        f["deleted"] += deleted
+        f["events"] += end - start
+        f["transactions"] += 1
+        script += ["begin;", FLOOR_SOURCES_SQL.format(sources=part, w=w, copy=COPY_OPTS),
+                   FLOOR_DOCUMENTS_SQL.format(documents=documents, table=f'"{w}".documents',
+                                              copy=COPY_OPTS), "commit;"]
+    vacuum_analyze(env, w)
+    sql = os.path.join(env.work, "floor.sql")
+    with open(sql, "w") as fh:
+        fh.write("\n".join(script) + "\n")
+    checkpoint(env)
+    log(f"write floor: {f['transactions']} transactions, {f['documents']:,} documents written and "
+        f"{f['deleted']:,} deleted, with the batches' source rows")
+    f["seconds"], _, _ = timed_process(env, ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d",
+                                             env.pg_url, "-f", sql], "write floor")
+    f["rate"] = f["events"] / f["seconds"]
+    log(f"write floor: {f['seconds']:.2f} s, {f['rate']:,.0f} events/s")
+    drop_schema(env, w)
 
 
 class Daemon:
@@ -1516,7 +1639,13 @@ def kstreams_freshness(env, results, app, sizes, changes, n_changes):
             f"max {fr['max_ms']} ms; caught up {fr['caught_up_after_seconds']:.1f} s after the last")
 
 
+SMALL_ID_PREFIX = "s."  # the scaling workload's ids: apart from the main workload's
+
+
 def scaling(env, results, small_dir, n_large_changes):
+    """The small store's CHANGES rate; then the same change stream on the large store
+    (denormd replay's, after its CHANGES) with the small store's entities added to it: the
+    same work on 11x the data, so that the rates differ only by what the data's size costs."""
     schema = SCHEMAS["small"]
     config = create_denormd_schema(env, schema)
     load, changes = (os.path.join(small_dir, f) for f in ("load.jsonl", "changes.jsonl"))
@@ -1532,6 +1661,20 @@ def scaling(env, results, small_dir, n_large_changes):
     s["changes"]["rate"] = s["changes"]["events"] / s["changes"]["seconds"]
     log(f"scaling: small store: {s['changes']['rate']:,.0f} events/s")
     drop_schema(env, schema)
+    large = SCHEMAS["replay"]
+    config = write_config(env, large)
+    log("scaling: the small store's load added to denormd replay's store (untimed)")
+    denormd_replay(env, large, config, load, "scaling replay (load into the large store)")
+    vacuum_analyze(env, large)
+    entities = int(env.scalar(f'select count(*) from "{large}".entities'))
+    checkpoint(env)
+    log("scaling: the small store's changes on the large store")
+    same = s["same_stream"] = denormd_replay(env, large, config, changes,
+                                             "scaling replay (changes on the large store)")
+    same["rate"] = same["events"] / same["seconds"]
+    same["entities"] = entities  # like s["entities"]: before the changes
+    log(f"scaling: the same changes on {fmt_count(same['entities'])} entities: "
+        f"{same['rate']:,.0f} events/s")
 
 
 # ----------------------------------------------------------------------------
@@ -1694,6 +1837,16 @@ def report(env, results, args, sizes, n_load, n_changes):
     notes.append("documents written: n_tup_ins + n_tup_upd + n_tup_del of the four collection tables "
                  "(pg_stat_user_tables), the same count for every contender.")
     notes.append("ceiling: patches stored as upserts of the patch (storage cost only).")
+    fl = results.get("floor")
+    if fl and fl.get("rate"):
+        notes.append(
+            f"write floor: {fl['events']:,} change events in {fl['transactions']} transactions of "
+            f"{fl['batch']:,} (denormd's batch.max_events), each writing the batch's source rows as "
+            f"the ceiling does and only the {fl['documents'] / fl['transactions']:,.0f} documents "
+            f"(average) the batch changed, in one upsert into bare tables; {fl['seconds']:.2f} s, "
+            f"{fmt_rate(fl['rate'])} events/s, {ratio(fl['rate'], rate_of('ceiling', 'changes'))} "
+            "of the ceiling. No reads, no reference index, no counters: no maintainer of these "
+            "documents committing as often writes less.")
     for n in results["notes"]:
         notes.append(n)
     lines += [f"- {n}" for n in notes]
@@ -1739,6 +1892,13 @@ def report(env, results, args, sizes, n_load, n_changes):
                      f"store of {fmt_count(C['replay']['entities'])} entities: {large:,.0f} events/s, "
                      f"{lc['documents'] / lc['events']:.2f} documents written per event "
                      f"(events/s ratio {large / sc['rate']:.2f}).")
+        ss = s.get("same_stream")
+        if ss:
+            lines.append(f"The small store's change stream again on the large store with the small "
+                         f"store's entities added ({fmt_count(ss['entities'])} entities, "
+                         f"{ss['entities'] / s['entities']:.0f}x), the same work on more data: "
+                         f"{ss['rate']:,.0f} events/s, {ss['documents'] / ss['events']:.2f} documents "
+                         f"written per event (events/s ratio {ss['rate'] / sc['rate']:.2f}).")
     lines.append("")
 
     # Targets: reported, not asserted.
@@ -1781,6 +1941,16 @@ def report(env, results, args, sizes, n_load, n_changes):
                         f"{r:.2f}", verdict(r >= 0.8)))
     else:
         targets.append(("events/s within 20% at two store sizes 10x apart", "—", "n/a"))
+    if s and s.get("same_stream"):
+        ss = s["same_stream"]
+        r = ss["rate"] / s["changes"]["rate"]
+        targets.append((f"the same: one change stream on both stores ({ss['entities'] / s['entities']:.0f}x "
+                        "the data, the same work)", f"{r:.2f}", verdict(r >= 0.8)))
+    fl = results.get("floor")
+    if fl and fl.get("rate") and ceil:
+        targets.append((f"bound: the write floor at {fl['batch']:,} events per transaction "
+                        "(throughput no maintainer committing as often exceeds)",
+                        f"{fl['rate'] / ceil:.0%}", "bound"))
     if ks.get("changes") or ks.get("wrong"):
         dr, kr = d, rate_of("kstreams", "changes")
         targets.append((f"{hl} events/s ahead of Kafka Streams (CHANGES)", ratio(dr, kr),
@@ -1959,6 +2129,8 @@ def main():
                    help="skip denormd run with the change feed (publishing on)")
     g.add_argument("--skip-triggers", action="store_true",
                    help="skip the trigger contenders")
+    g.add_argument("--skip-floor", action="store_true",
+                   help="skip the write floor (the bulk writes of only what changes)")
     g.add_argument("--kstreams-threads", type=int, default=1, metavar="N",
                    help="the peer's num.stream.threads (default 1)")
     g.add_argument("--kstreams-commit-ms", type=int, default=100, metavar="MS",
@@ -2029,14 +2201,18 @@ def main():
         small_dir = None
         if args.scale_small > 0:
             small = {k: max(1, round(v * args.scale_small)) for k, v in sizes.items()}
-            small_dir = workload(env, small, args.changes, args.seed, "scaling")
+            small_dir = workload(env, small, args.changes, args.seed, "scaling", SMALL_ID_PREFIX)
         for s in SCHEMAS.values():
             drop_schema(env, s)
 
         ceiling(env, results, load, changes, n_load, n_changes)
         clones = [SCHEMAS["ref"]] + ([] if args.skip_kafka else [SCHEMAS["run"]]) + \
-            ([] if args.skip_kafka or args.skip_feed else [SCHEMAS["feed"]])
+            ([] if args.skip_kafka or args.skip_feed else [SCHEMAS["feed"]]) + \
+            ([] if args.skip_floor else [SCHEMAS["floor"]])
         configs = replay_contender(env, results, load, changes, n_changes, clones)
+        if not args.skip_floor:
+            write_floor(env, results, changes, n_changes, configs[SCHEMAS["floor"]])
+            drop_schema(env, SCHEMAS["floor"])
         ref = {"at": 0, "config": configs[SCHEMAS["ref"]]}
         if not args.skip_kafka:
             run_contender(env, results, SCHEMAS["run"], changes, n_changes, run_id)
