@@ -705,7 +705,7 @@ def write_floor(env, results, changes, n_changes, config):
     union = " union all ".join(f"select '{c}' as collection, id, pk, seq, doc, xmin from "
                                f'"{store}"."{c}"' for c in COLLECTIONS)
     documents_table = (f'(collection text collate "C", id text collate "C", pk text collate "C", '
-                       f"seq bigint, doc jsonb not null, primary key (collection, id))")
+                       "seq bigint, doc jsonb not null, primary key (collection, id))")
     env.psql(f'create schema "{w}"; '
              f'create table "{w}".sources (type text collate "C", id text collate "C", '
              f"version numeric, deleted boolean not null default false, data jsonb, "
@@ -1650,7 +1650,8 @@ SMALL_ID_PREFIX = "s."  # the scaling workload's ids: apart from the main worklo
 def scaling(env, results, small_dir, n_large_changes):
     """The small store's CHANGES rate; then the same change stream on the large store
     (denormd replay's, after its CHANGES) with the small store's entities added to it: the
-    same work on 11x the data, so that the rates differ only by what the data's size costs."""
+    same work on about 12x the data, so that the rates differ only by what the data's size
+    costs."""
     schema = SCHEMAS["small"]
     config = create_denormd_schema(env, schema)
     load, changes = (os.path.join(small_dir, f) for f in ("load.jsonl", "changes.jsonl"))
