@@ -749,9 +749,8 @@ def write_floor(env, results, changes, n_changes, config):
                 documents=documents, table=f'"{w}".before', copy=COPY_OPTS) + "commit;\n")
         env.psql(file=bookkeeping, what="write floor: bookkeeping")
         with open(documents) as fh:
-            deleted = sum(1 for line in fh if json.loads(line)["deleted"])
-        f["documents"] += count_lines(documents) - deleted
-        f["deleted"] += deleted
+            for line in fh:
+                f["deleted" if json.loads(line)["deleted"] else "documents"] += 1
         f["events"] += end - start
         f["transactions"] += 1
         script += ["begin;", SOURCE_ROWS_SQL.format(sources=part, table=f'"{w}".sources',
