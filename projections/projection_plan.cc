@@ -12,11 +12,15 @@ namespace denormd {
 // Binds the fields of one projection at a time; relations are interned in
 // the plan.
 //
-// A relation read without an order (count, ids, a lookup's fan-out) is the
-// same set of rows as one with an order on the same path: when the config has
-// such an ordered relation, the unordered reads use it, and each entity keeps
-// one index row per path instead of two. The plan is therefore built twice:
-// the first pass only records which ordered relations exist (`carriers`).
+// A relation read in no particular order (count, ids, a lookup's fan-out, a
+// link's sides: each reads members or counts, and sorts what it shows
+// itself) is the same set of rows as one with an order on the same path:
+// when the config has such an ordered relation, those reads use it, and each
+// entity keeps one index row per path instead of two. A use that shows its
+// members in an order (embed, buckets) always gets the relation of exactly
+// that order, by id when it has no `order_by`: it never borrows another's.
+// The plan is therefore built twice: the first pass only records which
+// ordered relations exist (`carriers`).
 class ProjectionPlan::Builder : public PlanBuilder {
  public:
   using CarrierKey = std::tuple<std::string, std::string, Relation::Flavour>;
@@ -42,7 +46,7 @@ class ProjectionPlan::Builder : public PlanBuilder {
     const CarrierKey key{entity_type, path.text, flavour};
     const bool ordered = order != nullptr && order->present;
     if (ordered) recorded_.emplace(key, order);
-    if (!ordered && carriers_ != nullptr) {
+    if (order == nullptr && carriers_ != nullptr) {  // any order will do
       auto carrier = carriers_->find(key);
       if (carrier != carriers_->end()) order = carrier->second;
     }
