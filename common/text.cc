@@ -1,5 +1,7 @@
 #include "common/text.h"
 
+#include <cstdio>
+
 namespace denormd {
 
 std::string FormatCount(uint64_t n) {
@@ -19,6 +21,20 @@ uint64_t Fnv1a64(const std::string& text) {
     hash *= 1099511628211ull;
   }
   return hash;
+}
+
+std::string PrintableBytes(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
 }
 
 }  // namespace denormd

@@ -14,6 +14,10 @@ std::string FormatCount(uint64_t n);
 // (std::hash is not), for what is stored or compared across processes.
 uint64_t Fnv1a64(const std::string& text);
 
+// Bytes as text a person can read: printable ASCII as it is, every other
+// byte as \xNN (sort keys in verify's messages).
+std::string PrintableBytes(const std::string& bytes);
+
 }  // namespace denormd
 
 #endif  // DENORMD_COMMON_TEXT_H_

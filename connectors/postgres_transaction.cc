@@ -108,6 +108,13 @@ class PostgresTransaction : public StoreTransaction,
 
   void SetChangeSource(const std::string& source) override { change_source_ = source; }
 
+  Status PinReadSnapshot() override {
+    Sent();
+    return Guard("starting a read-only snapshot", [&] {
+      work_.exec("set transaction isolation level repeatable read, read only");
+    });
+  }
+
   // Every statement of the engine is a keyed lookup or a range of one key, for
   // which an index nested loop is the right plan at any table size. Tables
   // that grow fast (a first load) have statistics minutes old, with which

@@ -40,8 +40,9 @@ Commands:
   replay FILE...           apply JSON Lines event logs ("-" is stdin); a log already
                            applied up to some line resumes after it
   rebuild [PROJECTION...]  recompute projections from the stored source (default: all)
-  verify [PROJECTION...]   recompute and compare with the tables; list differences;
-                           exit 1 if there are any
+  verify [PROJECTION...]   recompute every document from the source rows alone (not
+                           through the index or counters), compare with the tables, and
+                           check the index and counters; list differences; exit 1 if any
   status                   stream positions, Kafka lag, documents per collection,
                            dead letters
   check                    validate the config; list every error with its place
@@ -78,6 +79,8 @@ Options:
   --json                   plan, apply: the report as one JSON object on stdout
   --sample F               plan: build only this fraction of the documents (0 < F <= 1)
                            and extrapolate the counts and the time (default 1: exact)
+  --sample N               verify: check N documents of each projection and N entities
+                           of each type's index rows, chosen at random (default: all)
   --expect FILE            test: compare with FILE ({"collections": {NAME: {ID: DOC}},
                            "dead": N, "stale": N}); list each difference; exit 1 if any
   --update                 test: write the --expect FILE from the result instead
@@ -130,6 +133,7 @@ struct Arguments {
   bool no_relay = false;
   bool json = false;     // plan, apply
   double sample = 1.0;   // plan
+  uint64_t verify_sample = 0;  // verify: documents per projection; 0 = all
   // test
   std::optional<std::string> expect;
   bool update = false;
@@ -154,6 +158,7 @@ bool ParseNumber(const std::string& text, uint64_t* out) {
 
 // InvalidInput saying what is wrong with the arguments.
 Status ParseArguments(const std::vector<std::string>& args, Arguments* out) {
+  std::optional<std::string> sample_text;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     auto value = [&](std::string* v) -> bool {
@@ -201,11 +206,8 @@ Status ParseArguments(const std::vector<std::string>& args, Arguments* out) {
     } else if (arg == "--json") {
       out->json = true;
     } else if (is("--sample")) {
-      char* end = nullptr;
-      if (!value(&v) || v.empty() || (out->sample = std::strtod(v.c_str(), &end), *end != '\0') ||
-          !(out->sample > 0 && out->sample <= 1)) {
-        return Status::InvalidInput("--sample needs a fraction above 0 and at most 1, e.g. 0.05");
-      }
+      if (!value(&v) || v.empty()) return Status::InvalidInput("--sample needs a value");
+      sample_text = v;  // read once the command is known
     } else if (is("--log-format")) {
       LogFormat format;
       if (!value(&v) || !ParseLogFormat(v, &format)) {
@@ -245,6 +247,19 @@ Status ParseArguments(const std::vector<std::string>& args, Arguments* out) {
     } else {
       out->rest.push_back(arg);
     }
+  }
+  if (!sample_text) return Status::Ok();
+  if (out->command == "verify") {
+    if (!ParseNumber(*sample_text, &out->verify_sample) || out->verify_sample == 0) {
+      return Status::InvalidInput("verify --sample needs a whole number of documents >= 1, "
+                                  "e.g. 10000 (got \"" + *sample_text + "\")");
+    }
+    return Status::Ok();
+  }
+  char* end = nullptr;
+  out->sample = std::strtod(sample_text->c_str(), &end);
+  if (*end != '\0' || !(out->sample > 0 && out->sample <= 1)) {
+    return Status::InvalidInput("--sample needs a fraction above 0 and at most 1, e.g. 0.05");
   }
   return Status::Ok();
 }
@@ -412,6 +427,7 @@ int RebuildOrVerify(const Arguments& args, bool verify) {
   }
   MaintenanceOptions options;
   options.projections = args.rest;
+  options.sample = args.verify_sample;
   bool progress = !args.quiet && isatty(STDERR_FILENO);
   if (progress) {
     options.on_page = [](const std::string& projection, uint64_t units) {
@@ -433,7 +449,10 @@ int RebuildOrVerify(const Arguments& args, bool verify) {
                 << "; `denormd rebuild` repairs them\n";
       return kExitFailure;
     }
-    std::cout << "verify: all documents match their definitions (" << std::fixed;
+    std::cout << "verify: all " << (options.sample ? "sampled " : "")
+              << "documents match their definitions, recomputed from the source rows (";
+    if (options.sample) std::cout << "at most " << FormatCount(options.sample) << " a projection, ";
+    std::cout << std::fixed;
     std::cout.precision(2);
     std::cout << SecondsSince(start) << " s)\n";
     return kExitOk;

@@ -9,7 +9,9 @@
 //     PlanBuilder, which hands out the typed Relation objects),
 //   * which documents a change of a related entity affects (CollectAffected),
 //   * what it reads for a set of documents, in one store call (Read),
-//   * and the value it renders for one document (Render).
+//   * the value it renders for one document (Render),
+//   * and that value by its definition, from the source rows alone, for
+//     `verify` (Define).
 // Adding a kind means its own file, a line in derivations/registry.cc, its
 // documentation and its tests.
 //
@@ -29,6 +31,7 @@
 #include "projections/entity.h"
 #include "projections/json.h"
 #include "projections/relation.h"
+#include "projections/source_view.h"
 #include "projections/store.h"
 
 namespace denormd {
@@ -80,6 +83,15 @@ class Derivation {
   // then left out of the document).
   virtual bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
                       JsonAllocator& allocator) const = 0;
+
+  // The field's value for `root` by its definition, from the source rows
+  // alone: `verify`'s recomputation (projections/source_view.h). Reads the
+  // spec as the config wrote it, never the plan's relations, the reference
+  // index, its counters or stored documents, so that it can catch them
+  // wrong. May ask `source` for entities it has not loaded yet; Gather runs
+  // it again once they are. False when the field is missing.
+  virtual bool Define(const EntityRecord& root, SourceView& source, JsonValue* out,
+                      JsonAllocator& allocator) const = 0;
 };
 
 // What a kind binds a parsed spec with: the projection the field belongs to,
@@ -92,9 +104,12 @@ class PlanBuilder {
   virtual size_t projection_index() const = 0;
   // The name of the field being bound (a top-level key of the documents).
   virtual const std::string& field() const = 0;
-  // The relation of `entity_type` through `path` (in `order`, null or absent
-  // for by id): the one Relation object the plan keeps for it, whose rows the
-  // reference index stores for every entity of that type.
+  // The relation of `entity_type` through `path`: the one Relation object
+  // the plan keeps for it, whose rows the reference index stores for every
+  // entity of that type. `order` is the order the caller reads the members
+  // in: an OrderBy (absent: by id), which it then gets exactly; or null when
+  // any order will do (the caller only counts, or sorts what it shows
+  // itself), and it may get a relation kept in another field's order.
   virtual const Relation& UseRelation(const std::string& entity_type, const Path& path,
                                       const OrderBy* order, Relation::Flavour flavour) = 0;
   // The link through `link_type` whose rows name the document's side in

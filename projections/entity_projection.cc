@@ -54,12 +54,15 @@ Status EntityProjection::Build(StoreTransaction& txn, const std::vector<std::str
     DENORMD_RETURN_IF_ERROR(moves ? derivation.ReadInBatch(txn, roots, *moves, &reads[f])
                                   : derivation.Read(txn, roots, &reads[f]));
   }
-  for (const EntityRecord* root : roots) out->push_back(Render(*root, reads));
+  for (const EntityRecord* root : roots) {
+    out->push_back(Render(*root, [&](size_t f, JsonValue* value, JsonAllocator& allocator) {
+      return fields_[f].second->Render(*root, reads[f].get(), value, allocator);
+    }));
+  }
   return Status::Ok();
 }
 
-DocumentRow EntityProjection::Render(
-    const EntityRecord& root, const std::vector<std::unique_ptr<DerivationReads>>& reads) const {
+DocumentRow EntityProjection::Render(const EntityRecord& root, const FieldValue& field_value) const {
   const ProjectionConfig& projection = config();
   JsonDocument doc(rapidjson::kObjectType);
   JsonAllocator& allocator = doc.GetAllocator();
@@ -78,7 +81,7 @@ DocumentRow EntityProjection::Render(
   AddMember(&doc, "id", id_value, allocator);
   for (size_t f = 0; f < fields_.size(); ++f) {
     JsonValue value;
-    if (fields_[f].second->Render(root, reads[f].get(), &value, allocator)) {
+    if (field_value(f, &value, allocator)) {
       AddMember(&doc, fields_[f].first, value, allocator);
     }
   }
@@ -116,17 +119,40 @@ Status EntityProjection::Recompute(StoreTransaction& txn, const std::set<std::st
   return Status::Ok();
 }
 
-Status EntityProjection::Verify(StoreTransaction& txn, const std::vector<std::string>& units,
-                                std::vector<std::string>* differences) const {
+Status EntityProjection::VerifyFromSource(StoreTransaction& txn, SourceView& source,
+                                          const std::vector<std::string>& units,
+                                          std::vector<std::string>* differences) const {
   for (size_t start = 0; start < units.size(); start += kUnitsPerChunk) {
     std::vector<std::string> chunk(units.begin() + start,
                                    units.begin() + std::min(units.size(), start + kUnitsPerChunk));
     std::vector<DocumentRow> expected, stored;
-    DENORMD_RETURN_IF_ERROR(Build(txn, chunk, /*moves=*/nullptr, &expected));
+    DENORMD_RETURN_IF_ERROR(source.Gather([&] {
+      expected.clear();
+      for (const EntityRecord* root : source.Entities(config().from, chunk)) {
+        expected.push_back(Render(*root, [&](size_t f, JsonValue* value, JsonAllocator& allocator) {
+          return fields_[f].second->Define(*root, source, value, allocator);
+        }));
+      }
+      return Status::Ok();
+    }));
     DENORMD_RETURN_IF_ERROR(txn.documents().Load(config(), chunk, &stored));
     CompareDocuments(std::move(expected), stored, differences);
   }
   return Status::Ok();
+}
+
+Status EntityProjection::ListDefinedUnits(StoreTransaction& txn, SourceView& /*source*/,
+                                          std::vector<std::string>* out) const {
+  // Every stored row of the root type (a tombstone's unit then expects no
+  // document).
+  std::string after;
+  while (true) {
+    std::vector<std::string> ids;
+    DENORMD_RETURN_IF_ERROR(txn.source().ListEntityIds(config().from, after, kUnitsPerChunk, &ids));
+    if (ids.empty()) return Status::Ok();
+    after = ids.back();
+    out->insert(out->end(), ids.begin(), ids.end());
+  }
 }
 
 Status EntityProjection::ListSourceUnits(StoreTransaction& txn, const std::string& after,

@@ -8,6 +8,7 @@
 #ifndef DENORMD_PROJECTIONS_ENTITY_PROJECTION_H_
 #define DENORMD_PROJECTIONS_ENTITY_PROJECTION_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,8 +35,11 @@ class EntityProjection : public Projection {
   Status Recompute(StoreTransaction& txn, const std::set<std::string>& units,
                    const GroupChanges* changes, const RelationMoves* moves,
                    BatchStats* stats) const override;
-  Status Verify(StoreTransaction& txn, const std::vector<std::string>& units,
-                std::vector<std::string>* differences) const override;
+  Status VerifyFromSource(StoreTransaction& txn, SourceView& source,
+                          const std::vector<std::string>& units,
+                          std::vector<std::string>* differences) const override;
+  Status ListDefinedUnits(StoreTransaction& txn, SourceView& source,
+                          std::vector<std::string>* out) const override;
   Status ListSourceUnits(StoreTransaction& txn, const std::string& after, size_t limit,
                          std::vector<std::string>* out) const override;
   Status ListStoredUnits(StoreTransaction& txn, const std::string& after, size_t limit,
@@ -47,9 +51,10 @@ class EntityProjection : public Projection {
                const RelationMoves* moves, std::vector<DocumentRow>* out) const;
 
  private:
-  // The document of one root from what the fields read.
-  DocumentRow Render(const EntityRecord& root,
-                     const std::vector<std::unique_ptr<DerivationReads>>& reads) const;
+  // One field's value for a root: (field index, out, allocator) -> present.
+  using FieldValue = std::function<bool(size_t field, JsonValue* out, JsonAllocator& allocator)>;
+  // The document of one root, each derived field's value from `value`.
+  DocumentRow Render(const EntityRecord& root, const FieldValue& value) const;
 
   std::vector<Field> fields_;
 };

@@ -1,10 +1,14 @@
 #include "projections/maintenance.h"
 
-#include <cstdio>
+#include <algorithm>
 #include <deque>
+#include <iterator>
 #include <map>
+#include <random>
 #include <set>
 #include <tuple>
+
+#include "common/text.h"
 
 namespace denormd {
 
@@ -197,32 +201,40 @@ Status Rebuild(const ProjectionPlan& plan, Store* store, const MaintenanceOption
 
 namespace {
 
-std::string Printable(const std::string& bytes) {
-  std::string out;
-  for (unsigned char c : bytes) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
+// At most `sample` of `keys` (all when 0 or when there are fewer), chosen
+// uniformly at random by reservoir sampling with a fixed seed: the same
+// store gives the same sample, ascending.
+std::vector<std::string> Sample(std::vector<std::string> keys, uint64_t sample) {
+  if (sample == 0 || keys.size() <= sample) return keys;
+  std::mt19937_64 random(20261127);
+  std::vector<std::string> chosen(keys.begin(), keys.begin() + sample);
+  for (size_t i = sample; i < keys.size(); ++i) {
+    const uint64_t j = random() % (i + 1);
+    if (j < sample) chosen[j] = std::move(keys[i]);
   }
-  return out;
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
 }
 
-// One page of entities of `type`: their stored rows against the rows their
-// data names now, and each target's count against its rows.
-Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, const std::string& type,
-                       const std::vector<std::string>& ids, std::vector<std::string>* differences) {
+SourceView::Naming NamingOf(const Relation& relation) {
+  return relation.flavour() == Relation::Flavour::kGroup ? SourceView::Naming::kString
+                                                         : SourceView::Naming::kReferences;
+}
+
+// One page of entities of `type`: their stored index rows against the rows
+// their data names now; and each target's counter against its rows and
+// against the source's own count of its referrers.
+Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, SourceView& source,
+                       const std::string& type, const std::vector<std::string>& ids,
+                       std::vector<std::string>* differences) {
   std::vector<EntityKey> keys;
   for (const std::string& id : ids) keys.push_back({type, id});
   std::vector<EntityRecord> records;
   DENORMD_RETURN_IF_ERROR(txn.source().LoadEntities(keys, &records));
   std::vector<ReferenceIndex::StoredRow> stored;
   DENORMD_RETURN_IF_ERROR(txn.index().RowsOf(keys, &stored));
-  using Row = std::tuple<std::string, std::string, std::string, std::string>;  // id, relation, target, sort
-  std::set<Row> have, want;
+  using Place = std::tuple<std::string, std::string, std::string>;  // id, relation, target
+  std::map<Place, std::string> have, want;  // -> sort key
   // Rows of relations this config does not keep are not its concern: a
   // running `denormd apply` builds the next config's (and removes them if
   // it dies; the apply after it too).
@@ -230,43 +242,62 @@ Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, const 
   for (const Relation* relation : plan.ForType(type).relations) kept.insert(relation->name());
   for (const ReferenceIndex::StoredRow& row : stored) {
     if (!kept.count(row.relation)) continue;
-    have.insert({row.entity.id, row.relation, row.target, row.sort});
+    have[{row.entity.id, row.relation, row.target}] = row.sort;
   }
   for (const EntityRecord& record : records) {
     for (const ReferenceRow& row : plan.ReferenceRowsOf(record)) {
-      want.insert({record.key.id, row.relation->name(), row.target, row.sort});
+      want[{record.key.id, row.relation->name(), row.target}] = row.sort;
     }
   }
-  auto line = [&](const Row& row, const char* what) {
-    differences->push_back("reference index: " + type + " " + std::get<0>(row) + ": " + what +
-                           " row [" + std::get<1>(row) + "] -> " + std::get<2>(row) + " (sort " +
-                           Printable(std::get<3>(row)) + ")");
+  auto where = [&](const Place& place) {
+    return "reference index: " + type + " " + std::get<0>(place) + " under " +
+           std::get<2>(place) + " [" + std::get<1>(place) + "]: ";
   };
-  for (const Row& row : want) {
-    if (!have.count(row)) line(row, "missing");
+  for (const auto& row : want) {
+    auto found = have.find(row.first);
+    if (found == have.end()) {
+      differences->push_back(where(row.first) + "missing row (order key " +
+                             PrintableBytes(row.second) + ")");
+    } else if (found->second != row.second) {
+      differences->push_back(where(row.first) + "order key " + PrintableBytes(found->second) +
+                             ", expected " + PrintableBytes(row.second));
+    }
   }
-  for (const Row& row : have) {
-    if (!want.count(row)) line(row, "unexpected");
+  for (const auto& row : have) {
+    if (!want.count(row.first)) {
+      differences->push_back(where(row.first) + "unexpected row (order key " +
+                             PrintableBytes(row.second) + ")");
+    }
   }
   // The counters of the targets this page names.
   for (const Relation* relation : plan.ForType(type).relations) {
     std::vector<IndexRange> whole, rows;
     std::set<std::string> targets;
-    for (const Row& row : want) {
-      if (std::get<1>(row) == relation->name()) targets.insert(std::get<2>(row));
+    for (const auto& row : want) {
+      if (std::get<1>(row.first) == relation->name()) targets.insert(std::get<2>(row.first));
     }
     for (const std::string& target : targets) {
       whole.push_back({target, std::nullopt, false, 0});
       rows.push_back({target, IndexKey{"", ""}, false, 0});
     }
-    std::map<std::string, uint64_t> counted, stored_counts;
-    DENORMD_RETURN_IF_ERROR(txn.index().Count(*relation, whole, &stored_counts));
+    std::map<std::string, uint64_t> counted, counters;
+    DENORMD_RETURN_IF_ERROR(txn.index().Count(*relation, whole, &counters));
     DENORMD_RETURN_IF_ERROR(txn.index().Count(*relation, rows, &counted));
+    std::map<std::string, uint64_t> defined;  // the source's own count
+    DENORMD_RETURN_IF_ERROR(source.Gather([&] {
+      for (const std::string& target : targets) {
+        defined[target] = source.ReferrerIds(type, relation->path(), NamingOf(*relation), target).size();
+      }
+      return Status::Ok();
+    }));
     for (const std::string& target : targets) {
-      if (stored_counts[target] != counted[target]) {
-        differences->push_back("reference index: " + type + " [" + relation->name() + "] -> " +
-                               target + ": the stored count is " +
-                               std::to_string(stored_counts[target]) + ", the rows are " +
+      const std::string name = "reference index counter: " + type + " [" + relation->name() +
+                               "] -> " + target + ": ";
+      if (counters[target] != defined[target]) {
+        differences->push_back(name + std::to_string(counters[target]) + ", the source says " +
+                               std::to_string(defined[target]));
+      } else if (counters[target] != counted[target]) {
+        differences->push_back(name + std::to_string(counters[target]) + ", the index rows are " +
                                std::to_string(counted[target]));
       }
     }
@@ -274,21 +305,50 @@ Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, const 
   return Status::Ok();
 }
 
-Status VerifyIndex(const ProjectionPlan& plan, Store* store, size_t page_size,
-                   std::vector<std::string>* differences) {
+Status VerifyIndex(const ProjectionPlan& plan, StoreTransaction& txn, SourceView& source,
+                   const MaintenanceOptions& options, std::vector<std::string>* differences) {
   for (const std::string& type : plan.config().entities) {
     if (plan.ForType(type).relations.empty()) continue;
+    std::vector<std::string> all;
     std::string after;
     while (true) {
-      std::unique_ptr<StoreTransaction> txn;
-      DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
       std::vector<std::string> ids;
-      DENORMD_RETURN_IF_ERROR(txn->source().ListEntityIds(type, after, page_size, &ids));
+      DENORMD_RETURN_IF_ERROR(txn.source().ListEntityIds(type, after, options.page_size, &ids));
       if (ids.empty()) break;
       after = ids.back();
-      DENORMD_RETURN_IF_ERROR(VerifyIndexPage(plan, *txn, type, ids, differences));
+      all.insert(all.end(), ids.begin(), ids.end());
+    }
+    const std::vector<std::string> chosen = Sample(std::move(all), options.sample);
+    for (size_t start = 0; start < chosen.size(); start += options.page_size) {
+      std::vector<std::string> page(
+          chosen.begin() + start,
+          chosen.begin() + std::min(chosen.size(), start + options.page_size));
+      DENORMD_RETURN_IF_ERROR(VerifyIndexPage(plan, txn, source, type, page, differences));
+      if (options.on_page) options.on_page("index: " + type, start + page.size());
     }
   }
+  return Status::Ok();
+}
+
+// Every unit of `projection` that verify checks: those the source defines
+// and those stored documents belong to, merged (a sample of them).
+Status UnitsToVerify(const Projection& projection, StoreTransaction& txn, SourceView& source,
+                     const MaintenanceOptions& options, std::vector<std::string>* out) {
+  std::vector<std::string> defined, stored;
+  DENORMD_RETURN_IF_ERROR(projection.ListDefinedUnits(txn, source, &defined));
+  std::string after;
+  while (true) {
+    std::vector<std::string> keys;
+    DENORMD_RETURN_IF_ERROR(projection.ListStoredUnits(txn, after, options.page_size, &keys));
+    if (keys.empty()) break;
+    after = keys.back();
+    stored.insert(stored.end(), keys.begin(), keys.end());
+  }
+  std::sort(defined.begin(), defined.end());
+  std::vector<std::string> all;
+  std::set_union(defined.begin(), defined.end(), stored.begin(), stored.end(),
+                 std::back_inserter(all));
+  *out = Sample(std::move(all), options.sample);
   return Status::Ok();
 }
 
@@ -296,25 +356,29 @@ Status VerifyIndex(const ProjectionPlan& plan, Store* store, size_t page_size,
 
 Status Verify(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
               std::vector<std::string>* differences) {
-  if (options.projections.empty()) {
-    DENORMD_RETURN_IF_ERROR(VerifyIndex(plan, store, options.page_size, differences));
-  }
   std::vector<size_t> selected;
   DENORMD_RETURN_IF_ERROR(SelectProjections(plan.config(), options.projections, &selected));
+  // One snapshot for the whole check: the source, the index and the
+  // documents as of one moment, whatever running daemons commit meanwhile.
+  std::unique_ptr<StoreTransaction> txn;
+  DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
+  DENORMD_RETURN_IF_ERROR(txn->PinReadSnapshot());
+  SourceView source(*txn);
+  if (options.projections.empty()) {
+    DENORMD_RETURN_IF_ERROR(VerifyIndex(plan, *txn, source, options, differences));
+  }
   for (size_t p : selected) {
     const Projection& projection = plan.projection(p);
-    uint64_t done = 0;
-    DENORMD_RETURN_IF_ERROR(ForEachUnitPage(
-        projection, store, options.page_size,
-        [&](StoreTransaction& txn, const std::set<std::string>& units) {
-          DENORMD_RETURN_IF_ERROR(projection.Verify(
-              txn, std::vector<std::string>(units.begin(), units.end()), differences));
-          done += units.size();
-          if (options.on_page) options.on_page(projection.config().name, done);
-          return Status::Ok();
-        }));
+    std::vector<std::string> units;
+    DENORMD_RETURN_IF_ERROR(UnitsToVerify(projection, *txn, source, options, &units));
+    for (size_t start = 0; start < units.size(); start += options.page_size) {
+      std::vector<std::string> page(
+          units.begin() + start, units.begin() + std::min(units.size(), start + options.page_size));
+      DENORMD_RETURN_IF_ERROR(projection.VerifyFromSource(*txn, source, page, differences));
+      if (options.on_page) options.on_page(projection.config().name, start + page.size());
+    }
   }
-  return Status::Ok();
+  return txn->Commit();
 }
 
 }  // namespace denormd

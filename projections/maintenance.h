@@ -14,6 +14,7 @@
 
 #include "projections/batch_stats.h"
 #include "projections/projection_plan.h"
+#include "projections/source_view.h"
 #include "projections/store.h"
 
 namespace denormd {
@@ -26,6 +27,10 @@ struct MaintenanceOptions {
   // Rebuild: when set, only the units it accepts are recomputed (a sample;
   // the others are left as they are).
   std::function<bool(const std::string& unit)> unit_filter;
+  // Verify: at most this many units per projection, and entities per type
+  // for the index, chosen at random (the same ones for the same store);
+  // 0 = all.
+  uint64_t sample = 0;
 };
 
 // The index rows an entity should have.
@@ -56,9 +61,15 @@ Status Rebuild(const ProjectionPlan& plan, Store* store, const MaintenanceOption
                BatchStats* stats);
 
 // Appends one line per difference; an empty list means the tables are exact.
-// Without named projections it also checks the reference index against the
-// stored source (each live entity's rows are those its data names now, and
-// the per-target counts equal the rows).
+// Every document is recomputed by its projection's definition from the
+// stored source rows alone (projections/source_view.h), not through the
+// reference index, its counters, the bucket member keys or the plan's
+// relations, and compared with the stored one and its columns. Without named
+// projections it also checks those structures against the source: each live
+// entity's index rows (targets and order keys) are those its data names now,
+// and each target's counter equals both its rows and the source's own count
+// of its referrers. All in one read-only snapshot. Memory: the referrer ids
+// of each (type, field) the config groups by (SourceView), and one page.
 Status Verify(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
               std::vector<std::string>* differences);
 

@@ -18,6 +18,7 @@
 #include "projections/affected.h"
 #include "projections/batch_stats.h"
 #include "projections/entity.h"
+#include "projections/source_view.h"
 #include "projections/store.h"
 
 namespace denormd {
@@ -53,10 +54,18 @@ class Projection {
                            const GroupChanges* changes, const RelationMoves* moves,
                            BatchStats* stats) const = 0;
 
-  // Recomputes `units` and compares with the stored documents without
-  // writing; appends one line per difference.
-  virtual Status Verify(StoreTransaction& txn, const std::vector<std::string>& units,
-                        std::vector<std::string>* differences) const = 0;
+  // Verify: recomputes `units` by the projection's definition from the
+  // source alone (`source`: never the reference index, its counters, the
+  // plan's relations or anything else a batch maintains), compares with
+  // the stored documents and their columns without writing, and appends one
+  // line per difference.
+  virtual Status VerifyFromSource(StoreTransaction& txn, SourceView& source,
+                                  const std::vector<std::string>& units,
+                                  std::vector<std::string>* differences) const = 0;
+  // Verify's list of the units the source defines (live roots; groups with
+  // members), ascending, found through `source` alone.
+  virtual Status ListDefinedUnits(StoreTransaction& txn, SourceView& source,
+                                  std::vector<std::string>* out) const = 0;
 
   // The units the source has (live roots; groups with members) and the units
   // the stored documents belong to, ascending, greater than `after`, at most
@@ -68,7 +77,9 @@ class Projection {
 
  protected:
   // Compares the documents built for some units with those stored for them;
-  // one line per missing, unexpected or differing document.
+  // one line per missing, unexpected or differing document (its JSON, its
+  // partition key, and for a packed bucket its columns: number, seq and
+  // members; a stable bucket's are StableLayout::CheckGroup's).
   void CompareDocuments(std::vector<DocumentRow> expected, const std::vector<DocumentRow>& stored,
                         std::vector<std::string>* differences) const;
 

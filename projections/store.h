@@ -312,6 +312,11 @@ class StoreTransaction {
   // command's name. Set before writing documents; "" until set.
   virtual void SetChangeSource(const std::string& source) = 0;
   virtual Status Commit() = 0;
+  // Makes this transaction a read-only view of one snapshot of the store,
+  // however long it runs and whatever commits meanwhile (verify reads the
+  // whole store in it). Called first, before any read. An in-process store
+  // that runs one transaction at a time already is one.
+  virtual Status PinReadSnapshot() { return Status::Ok(); }
   // Round trips to the store server so far (begin, statements, commit), and
   // the SQL statements they sent (a multi-statement query of N counts N),
   // for the cost figures; 0 for an in-process store.

@@ -40,13 +40,15 @@ class Generator {
     yaml += "]\nprojections:\n";
     const int projections = 3 + Pick(4);
     for (int p = 0; p < projections; ++p) {
-      const int kind = Pick(10);
+      const int kind = Pick(12);
       if (kind < 6) {
         yaml += EntityProjection("p" + std::to_string(p));
       } else if (kind < 9) {
         yaml += BucketProjection("b" + std::to_string(p));
-      } else {
+      } else if (kind < 10) {
         yaml += SharedCollection("c" + std::to_string(p));
+      } else {
+        yaml += SharedRelation("s" + std::to_string(p));
       }
     }
     return yaml;
@@ -123,6 +125,34 @@ class Generator {
            (Chance(70) ? ", order_by: " + OrderBy() : "") +
            ", layout: " + (Chance(60) ? "stable" : "packed") +
            (Chance(50) ? ", select: [id, n, s]" : "") + "}\n";
+  }
+
+  // On purpose, several derivations over one relation (the same type and
+  // field) that differ in order_by, limit, select, layout and size: fields
+  // of one projection through one `via`, and bucket projections of one
+  // group field. Each must keep its own order and members, however the plan
+  // shares the relation's index rows between them.
+  std::string SharedRelation(const std::string& name) {
+    const std::string type = AnyType();
+    const std::string via = Via();
+    const std::string order = OrderBy();
+    const std::string limit = ", limit: " + std::to_string(1 + Pick(3));
+    std::string yaml = "  " + name + ":\n    from: " + AnyType() + "\n    fields:\n";
+    yaml += "      by_id: {embed: " + type + ", via: " + via + limit + Select() + "}\n";
+    yaml += "      ordered: {embed: " + type + ", via: " + via + ", order_by: " + order + limit +
+            Select() + "}\n";
+    yaml += "      all: {embed: " + type + ", via: " + via + ", order_by: " + order + "}\n";
+    yaml += "      ids: {ids: " + type + ", via: " + via + (Chance(50) ? limit : "") + "}\n";
+    yaml += "      n: {count: " + type + ", via: " + via + "}\n";
+    const std::string by = Chance(70) ? "g" : "r";
+    for (int b = 0; b < 2; ++b) {
+      yaml += "  " + name + "_b" + std::to_string(b) + ": {buckets: " + type + ", by: " + by +
+              ", size: " + std::to_string(1 + Pick(4)) +
+              (b == 0 ? ", order_by: " + order : "") +
+              ", layout: " + (Chance(60) ? "stable" : "packed") +
+              (Chance(50) ? ", select: [id, n, s]" : "") + "}\n";
+    }
+    return yaml;
   }
 
   // Two projections of different types in one collection, with a partition

@@ -2,7 +2,9 @@
 // that exercise the whole projection language — entity projections with
 // paths, templates, values, count, ids (limit), embed (order_by, limit,
 // select), lookup (missing skip|null, string and array references) and
-// count, ids and lookup through link rows of another type;
+// count, ids and lookup through link rows of another type; several
+// derivations over one relation (type and field) with different options, on
+// purpose;
 // buckets in both layouts with small sizes; collections shared by two
 // projections with a partition key — and streams of upserts, patches,
 // deletes, stale and unversioned events and bad records, over few ids, so

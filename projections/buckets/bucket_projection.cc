@@ -1,7 +1,11 @@
 #include "projections/buckets/bucket_projection.h"
 
 #include <algorithm>
+#include <map>
 
+#include "common/text.h"
+
+#include "projections/buckets/bucket_documents.h"
 #include "projections/selection.h"
 
 namespace denormd {
@@ -119,44 +123,84 @@ Status BucketProjection::RewriteGroups(StoreTransaction& txn,
   return Status::Ok();
 }
 
-Status BucketProjection::Verify(StoreTransaction& txn, const std::vector<std::string>& units,
-                                std::vector<std::string>* differences) const {
+std::vector<Referrer> BucketProjection::DefinedMembers(SourceView& source, const std::string& group,
+                                                      std::vector<std::string>* differences) const {
+  const ProjectionConfig& projection = config();
+  std::vector<const EntityRecord*> entities = source.Entities(
+      projection.buckets,
+      source.ReferrerIds(projection.buckets, projection.by, SourceView::Naming::kString, group));
+  SortAsConfigured(projection.order_by, &entities);
+  std::vector<Referrer> members;
+  for (const EntityRecord* entity : entities) {
+    Referrer member;
+    member.target = group;
+    if (projection.order_by.present) {
+      JsonDocument scratch_doc;
+      JsonValue scratch;
+      member.sort = OrderKey(EvalPath(projection.order_by.path, entity->key.id, *entity->data,
+                                      &scratch, scratch_doc.GetAllocator()),
+                             projection.order_by.descending);
+    }
+    member.entity = *entity;
+    if (!members.empty() && !(members.back().key() < member.key()) && differences != nullptr) {
+      differences->push_back(projection.name + " (" + projection.collection + ") " + group +
+                             ": the order key of " + member.entity.key.id + " (" +
+                             PrintableBytes(member.sort) + ") does not sort after that of " +
+                             members.back().entity.key.id + " (" +
+                             PrintableBytes(members.back().sort) +
+                             "), which the config's order puts first");
+    }
+    members.push_back(std::move(member));
+  }
+  return members;
+}
+
+Status BucketProjection::VerifyFromSource(StoreTransaction& txn, SourceView& source,
+                                          const std::vector<std::string>& units,
+                                          std::vector<std::string>* differences) const {
+  const std::string where = config().name + " (" + config().collection + ") ";
   for (size_t start = 0; start < units.size(); start += kGroupsPerChunk) {
     std::vector<std::string> chunk(units.begin() + start,
                                    units.begin() + std::min(units.size(), start + kGroupsPerChunk));
+    std::map<std::string, std::vector<Referrer>> members;
+    std::vector<std::string> order_problems;
+    DENORMD_RETURN_IF_ERROR(source.Gather([&] {
+      members.clear();
+      order_problems.clear();
+      for (const std::string& group : chunk) {
+        members[group] = DefinedMembers(source, group, &order_problems);
+      }
+      return Status::Ok();
+    }));
+    differences->insert(differences->end(), order_problems.begin(), order_problems.end());
     std::vector<DocumentRow> stored;
     DENORMD_RETURN_IF_ERROR(txn.documents().LoadByPk(config(), chunk, &stored));
-    if (stable()) {
-      DENORMD_RETURN_IF_ERROR(VerifyStable(txn, chunk, std::move(stored), differences));
+    if (!stable()) {
+      std::vector<DocumentRow> expected;
+      for (const auto& group : members) {
+        std::vector<const Referrer*> in_order;
+        for (const Referrer& member : group.second) in_order.push_back(&member);
+        AppendPackedMemberBuckets(config(), group.first, 0, in_order, &expected);
+      }
+      CompareDocuments(std::move(expected), stored, differences);
       continue;
     }
-    std::map<std::string, std::vector<DocumentRow>> built;
-    DENORMD_RETURN_IF_ERROR(packed_.BuildGroups(txn, chunk, &built));
-    std::vector<DocumentRow> expected;
-    for (auto& group : built) {
-      for (DocumentRow& row : group.second) expected.push_back(std::move(row));
+    std::map<std::string, std::vector<DocumentRow>> rows;
+    for (DocumentRow& row : stored) rows[row.pk.value_or("")].push_back(std::move(row));
+    std::vector<std::string> problems;
+    for (const std::string& group : chunk) {
+      std::vector<const Referrer*> in_order;
+      for (const Referrer& member : members[group]) in_order.push_back(&member);
+      stable_.CheckGroup(group, in_order, std::move(rows[group]), &problems);
     }
-    CompareDocuments(std::move(expected), stored, differences);
+    for (const std::string& problem : problems) differences->push_back(where + problem);
   }
   return Status::Ok();
 }
 
-Status BucketProjection::VerifyStable(StoreTransaction& txn, const std::vector<std::string>& groups,
-                                      std::vector<DocumentRow> stored,
-                                      std::vector<std::string>* differences) const {
-  std::vector<Referrer> members;
-  DENORMD_RETURN_IF_ERROR(ReadReferrers(txn.index(), relation_, groups,
-                                        ReferenceIndex::Read::kKeysAndData, &members));
-  std::map<std::string, std::vector<const Referrer*>> by_group = GroupByTarget(members);
-  std::map<std::string, std::vector<DocumentRow>> rows;
-  for (DocumentRow& row : stored) rows[row.pk.value_or("")].push_back(std::move(row));
-  std::vector<std::string> problems;
-  for (const std::string& group : groups) {
-    stable_.CheckGroup(group, by_group[group], std::move(rows[group]), &problems);
-  }
-  const std::string where = config().name + " (" + config().collection + ") ";
-  for (const std::string& problem : problems) differences->push_back(where + problem);
-  return Status::Ok();
+Status BucketProjection::ListDefinedUnits(StoreTransaction& /*txn*/, SourceView& source,
+                                          std::vector<std::string>* out) const {
+  return source.Targets(config().buckets, config().by, SourceView::Naming::kString, out);
 }
 
 Status BucketProjection::ListSourceUnits(StoreTransaction& txn, const std::string& after,

@@ -35,17 +35,23 @@ class BucketProjection : public Projection {
   Status Recompute(StoreTransaction& txn, const std::set<std::string>& units,
                    const GroupChanges* changes, const RelationMoves* moves,
                    BatchStats* stats) const override;
-  Status Verify(StoreTransaction& txn, const std::vector<std::string>& units,
-                std::vector<std::string>* differences) const override;
+  Status VerifyFromSource(StoreTransaction& txn, SourceView& source,
+                          const std::vector<std::string>& units,
+                          std::vector<std::string>* differences) const override;
+  Status ListDefinedUnits(StoreTransaction& txn, SourceView& source,
+                          std::vector<std::string>* out) const override;
   Status ListSourceUnits(StoreTransaction& txn, const std::string& after, size_t limit,
                          std::vector<std::string>* out) const override;
   Status ListStoredUnits(StoreTransaction& txn, const std::string& after, size_t limit,
                          std::vector<std::string>* out) const override;
 
  private:
-  // Verifies stable groups: content and invariants (StableLayout::CheckGroup).
-  Status VerifyStable(StoreTransaction& txn, const std::vector<std::string>& groups,
-                      std::vector<DocumentRow> stored, std::vector<std::string>* differences) const;
+  // The members of `group` by the config alone: the live entities of the
+  // member type whose `by` is the group, in `order_by` order, each with its
+  // key; a line in *differences for each pair that OrderKey's encoding puts
+  // in another order than the config's (the index would then page wrong).
+  std::vector<Referrer> DefinedMembers(SourceView& source, const std::string& group,
+                                       std::vector<std::string>* differences) const;
   // Renders `groups` whole and replaces their stored buckets.
   Status RewriteGroups(StoreTransaction& txn, const std::vector<std::string>& groups,
                        BatchStats* stats) const;

@@ -60,6 +60,15 @@ class CountDerivation : public Derivation {
     return true;
   }
 
+  bool Define(const EntityRecord& root, SourceView& source, JsonValue* out,
+              JsonAllocator& /*allocator*/) const override {
+    out->SetUint64(source
+                       .ReferrerIds(spec_.entity, spec_.via, SourceView::Naming::kReferences,
+                                    root.key.id)
+                       .size());
+    return true;
+  }
+
  private:
   const CountSpec& spec_;
   const size_t projection_;
@@ -71,9 +80,9 @@ class LinkedCountDerivation : public LinkedDerivation {
   LinkedCountDerivation(const CountSpec& spec, PlanBuilder& plan)
       : LinkedDerivation(*spec.through, spec.entity, plan) {}
 
-  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
-              JsonAllocator& /*allocator*/) const override {
-    out->SetUint64(Linked(root, reads, /*live_only=*/true).size());
+  bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
+            JsonAllocator& /*allocator*/) const override {
+    out->SetUint64(LiveOnly(linked, target).size());
     return true;
   }
 };

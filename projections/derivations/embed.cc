@@ -85,6 +85,22 @@ class EmbedDerivation : public Derivation {
     return true;
   }
 
+  bool Define(const EntityRecord& root, SourceView& source, JsonValue* out,
+              JsonAllocator& allocator) const override {
+    std::vector<const EntityRecord*> children = source.Entities(
+        spec_.entity,
+        source.ReferrerIds(spec_.entity, spec_.via, SourceView::Naming::kReferences, root.key.id));
+    SortAsConfigured(spec_.order_by, &children);
+    if (spec_.limit && children.size() > *spec_.limit) children.resize(*spec_.limit);
+    out->SetArray();
+    for (const EntityRecord* child : children) {
+      JsonValue item;
+      ApplySelection(spec_.select, child->key.id, *child->data, &item, allocator);
+      out->PushBack(item, allocator);
+    }
+    return true;
+  }
+
  private:
   const EmbedSpec& spec_;
   const size_t projection_;

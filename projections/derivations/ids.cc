@@ -156,6 +156,14 @@ class IdsDerivation : public Derivation {
     return true;
   }
 
+  bool Define(const EntityRecord& root, SourceView& source, JsonValue* out,
+              JsonAllocator& allocator) const override {
+    RenderIds(source.ReferrerIds(spec_.entity, spec_.via, SourceView::Naming::kReferences,
+                                 root.key.id),
+              spec_.limit, out, allocator);
+    return true;
+  }
+
  private:
   // Every referrer of `roots` from the index, into `reads` (ascending).
   Status ReadFromIndex(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
@@ -197,9 +205,9 @@ class LinkedIdsDerivation : public LinkedDerivation {
   LinkedIdsDerivation(const IdsSpec& spec, PlanBuilder& plan)
       : LinkedDerivation(*spec.through, spec.entity, plan), limit_(spec.limit) {}
 
-  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
-              JsonAllocator& allocator) const override {
-    RenderIds(Linked(root, reads, /*live_only=*/true), limit_, out, allocator);
+  bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
+            JsonAllocator& allocator) const override {
+    RenderIds(LiveOnly(linked, target), limit_, out, allocator);
     return true;
   }
 

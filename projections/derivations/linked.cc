@@ -47,7 +47,8 @@ bool ReadThrough(ExpressionReader& reader, const std::string& alternative,
 
 LinkedDerivation::LinkedDerivation(const ThroughSpec& spec, std::string target_type,
                                    PlanBuilder& plan)
-    : target_type_(std::move(target_type)),
+    : through_(spec),
+      target_type_(std::move(target_type)),
       projection_(plan.projection_index()),
       link_(plan.UseLink(spec.link, spec.from, spec.to)) {}
 
@@ -97,23 +98,43 @@ Status LinkedDerivation::Read(StoreTransaction& txn, const std::vector<const Ent
   return Status::Ok();
 }
 
-std::vector<std::string> LinkedDerivation::Linked(const EntityRecord& root,
-                                                  const DerivationReads* reads, bool live_only) {
+bool LinkedDerivation::Render(const EntityRecord& root, const DerivationReads* reads,
+                              JsonValue* out, JsonAllocator& allocator) const {
   const auto* linked = static_cast<const LinkedReads*>(reads);
-  std::vector<std::string> out;
+  static const std::vector<std::string> kNone;
   auto it = linked->linked.find(root.key.id);
-  if (it == linked->linked.end()) return out;
-  for (const std::string& id : it->second) {
-    if (!live_only || linked->live.count(id)) out.push_back(id);
-  }
-  return out;
+  return Show(it == linked->linked.end() ? kNone : it->second,
+              [linked](const std::string& id) -> const EntityRecord* {
+                auto found = linked->live.find(id);
+                return found == linked->live.end() ? nullptr : &found->second;
+              },
+              out, allocator);
 }
 
-const EntityRecord* LinkedDerivation::LiveTarget(const DerivationReads* reads,
-                                                 const std::string& id) {
-  const auto& live = static_cast<const LinkedReads*>(reads)->live;
-  auto it = live.find(id);
-  return it == live.end() ? nullptr : &it->second;
+bool LinkedDerivation::Define(const EntityRecord& root, SourceView& source, JsonValue* out,
+                              JsonAllocator& allocator) const {
+  std::set<std::string> linked;
+  const std::vector<const EntityRecord*> rows = source.Entities(
+      through_.link, source.ReferrerIds(through_.link, through_.from,
+                                        SourceView::Naming::kReferences, root.key.id));
+  for (const EntityRecord* row : rows) {
+    for (std::string& id : SourceView::NamedIds(through_.to, SourceView::Naming::kReferences,
+                                                row->key.id, *row->data)) {
+      linked.insert(std::move(id));
+    }
+  }
+  return Show(std::vector<std::string>(linked.begin(), linked.end()),
+              [&](const std::string& id) { return source.Entity(target_type_, id); }, out,
+              allocator);
+}
+
+std::vector<std::string> LinkedDerivation::LiveOnly(const std::vector<std::string>& linked,
+                                                    const TargetOf& target) {
+  std::vector<std::string> out;
+  for (const std::string& id : linked) {
+    if (target(id) != nullptr) out.push_back(id);
+  }
+  return out;
 }
 
 }  // namespace denormd

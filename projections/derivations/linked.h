@@ -22,6 +22,7 @@
 #ifndef DENORMD_PROJECTIONS_DERIVATIONS_LINKED_H_
 #define DENORMD_PROJECTIONS_DERIVATIONS_LINKED_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -71,19 +72,33 @@ class LinkedDerivation : public Derivation {
   Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
               std::unique_ptr<DerivationReads>* out) const final;
 
+  // Renders from the linked ids (Show), read through the index.
+  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
+              JsonAllocator& allocator) const final;
+  // Renders from the linked ids found in the source rows of the link type
+  // by the spec's `from` and `to`, for verify.
+  bool Define(const EntityRecord& root, SourceView& source, JsonValue* out,
+              JsonAllocator& allocator) const final;
+
  protected:
+  // A linked id's live entity; null when it is absent or deleted.
+  using TargetOf = std::function<const EntityRecord*(const std::string& id)>;
+
   // Whether what the field shows of a target differs between the states of
   // `change` (a change of the target type). By default: its liveness.
   virtual bool ShownChanged(const EntityChange& change) const;
 
-  // The ids `root` is linked to, ascending; `live_only` drops those that are
-  // not live (absent or deleted).
-  static std::vector<std::string> Linked(const EntityRecord& root, const DerivationReads* reads,
-                                         bool live_only);
-  // A linked entity read for `reads`; null when it is not live.
-  static const EntityRecord* LiveTarget(const DerivationReads* reads, const std::string& id);
+  // The field's value from the ids a document is linked to (ascending, each
+  // once, live or not) and `target`.
+  virtual bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
+                    JsonAllocator& allocator) const = 0;
+
+  // Those of `linked` whose entity is live.
+  static std::vector<std::string> LiveOnly(const std::vector<std::string>& linked,
+                                           const TargetOf& target);
 
  private:
+  const ThroughSpec& through_;
   const std::string target_type_;
   const size_t projection_;
   const Link& link_;

@@ -14,6 +14,7 @@
 // derivations/linked.h), in ascending id order, each as `select` shows it;
 // a link to a missing target is left out (skip) or null. A change of what a
 // target shows reaches the documents through its link rows.
+#include <functional>
 #include <set>
 
 #include "projections/derivations/linked.h"
@@ -87,17 +88,35 @@ class LookupDerivation : public Derivation {
   bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
               JsonAllocator& allocator) const override {
     const auto& targets = static_cast<const LookupReads*>(reads)->targets;
+    return Show(root, [&targets](const std::string& id) -> const EntityRecord* {
+      auto it = targets.find(id);
+      return it == targets.end() ? nullptr : &it->second;
+    }, out, allocator);
+  }
+
+  bool Define(const EntityRecord& root, SourceView& source, JsonValue* out,
+              JsonAllocator& allocator) const override {
+    return Show(root, [&](const std::string& id) { return source.Entity(spec_.entity, id); }, out,
+                allocator);
+  }
+
+ private:
+  using TargetOf = std::function<const EntityRecord*(const std::string& id)>;
+
+  // The field for `root`, `target` finding each live target (null: missing).
+  bool Show(const EntityRecord& root, const TargetOf& target, JsonValue* out,
+            JsonAllocator& allocator) const {
     JsonValue scratch;
     const JsonValue* ref = EvalPath(spec_.by, root.key.id, *root.data, &scratch, allocator);
     if (ref == nullptr) return false;
     if (!ref->IsArray()) {
-      if (!LookupOne(targets, *ref, out, allocator)) out->SetNull();
+      if (!LookupOne(target, *ref, out, allocator)) out->SetNull();
       return true;
     }
     out->SetArray();
     for (const JsonValue& element : ref->GetArray()) {
       JsonValue item;
-      if (LookupOne(targets, element, &item, allocator)) {
+      if (LookupOne(target, element, &item, allocator)) {
         out->PushBack(item, allocator);
       } else if (spec_.missing_as_null) {
         out->PushBack(JsonValue(), allocator);
@@ -106,13 +125,12 @@ class LookupDerivation : public Derivation {
     return true;
   }
 
- private:
-  bool LookupOne(const std::map<std::string, EntityRecord>& targets, const JsonValue& ref,
-                 JsonValue* out, JsonAllocator& allocator) const {
+  bool LookupOne(const TargetOf& target, const JsonValue& ref, JsonValue* out,
+                 JsonAllocator& allocator) const {
     if (!ref.IsString()) return false;
-    auto it = targets.find(std::string(ref.GetString(), ref.GetStringLength()));
-    if (it == targets.end()) return false;
-    ApplySelection(spec_.select, it->second.key.id, *it->second.data, out, allocator);
+    const EntityRecord* found = target(std::string(ref.GetString(), ref.GetStringLength()));
+    if (found == nullptr) return false;
+    ApplySelection(spec_.select, found->key.id, *found->data, out, allocator);
     return true;
   }
 
@@ -127,13 +145,14 @@ class LinkedLookupDerivation : public LinkedDerivation {
   LinkedLookupDerivation(const LookupSpec& spec, PlanBuilder& plan)
       : LinkedDerivation(*spec.through, spec.entity, plan), spec_(spec) {}
 
-  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
-              JsonAllocator& allocator) const override {
+  bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
+            JsonAllocator& allocator) const override {
     out->SetArray();
-    for (const std::string& id : Linked(root, reads, /*live_only=*/!spec_.missing_as_null)) {
-      const EntityRecord* target = LiveTarget(reads, id);
+    for (const std::string& id : linked) {
+      const EntityRecord* live = target(id);
+      if (live == nullptr && !spec_.missing_as_null) continue;
       JsonValue item;
-      if (target != nullptr) ApplySelection(spec_.select, id, *target->data, &item, allocator);
+      if (live != nullptr) ApplySelection(spec_.select, id, *live->data, &item, allocator);
       out->PushBack(item, allocator);
     }
     return true;

@@ -18,6 +18,12 @@ class ScalarDerivation : public Derivation {
     return EvalScalar(expression_, root.key.id, *root.data, out, allocator);
   }
 
+  // A scalar reads only its root: its definition is its rendering.
+  bool Define(const EntityRecord& root, SourceView& /*source*/, JsonValue* out,
+              JsonAllocator& allocator) const override {
+    return Render(root, nullptr, out, allocator);
+  }
+
  private:
   const Expression& expression_;
 };

@@ -3,6 +3,8 @@
 // (tests/random_scenario.h) — the same result at every batch size (stable
 // buckets: the same content within the invariants), with no bucket group
 // ever rendered whole for not fitting.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "daemon/memory_run.h"
@@ -90,6 +92,23 @@ TEST_P(RandomConfigInMemory, EveryBatchSizeGivesTheSameResult) {
     }
     EXPECT_EQ("", differences) << "batch size " << batch << " != batch size 1";
     EXPECT_EQ(0u, other.stats.tails_rendered);
+  }
+}
+
+// And whatever the batch size, the documents are what the definitions compute
+// from the source rows (verify's recomputation, which shares no relation,
+// index or counter with the batches), after every batch.
+TEST_P(RandomConfigInMemory, EveryBatchEqualsTheDefinitions) {
+  const testing::RandomScenario scenario = testing::MakeRandomScenario(GetParam());
+  SCOPED_TRACE("config:\n" + scenario.config + "batch size " +
+               std::to_string(scenario.batch_size));
+  testing::InMemory m(scenario.config);
+  for (size_t start = 0; start < scenario.events.size(); start += scenario.batch_size) {
+    const size_t end = std::min(scenario.events.size(), start + scenario.batch_size);
+    m.Apply(std::vector<std::string>(scenario.events.begin() + start,
+                                     scenario.events.begin() + end));
+    const std::vector<std::string> differences = m.Differences();
+    ASSERT_TRUE(differences.empty()) << "after event " << end << ": " << differences.front();
   }
 }
 

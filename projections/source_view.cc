@@ -1,0 +1,192 @@
+#include "projections/source_view.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace denormd {
+
+namespace {
+
+constexpr size_t kScanPage = 1000;
+constexpr int kMaxGatherRounds = 8;
+
+// The value at `path`, with "id" as the entity's id.
+const JsonValue* ValueAt(const Path& path, const std::string& id, const JsonValue& data,
+                         JsonValue* scratch, JsonAllocator& allocator) {
+  return EvalPath(path, id, data, scratch, allocator);
+}
+
+// The rank of a present value's JSON type in the configured order.
+int TypeRank(const JsonValue& value) {
+  if (value.IsNumber()) return 0;
+  if (value.IsString()) return 1;
+  if (value.IsBool()) return 2;
+  if (value.IsArray()) return 3;
+  return 4;  // object
+}
+
+// <0, 0, >0: how two present values compare, ascending.
+int ComparePresent(const JsonValue& a, const JsonValue& b) {
+  const int ra = TypeRank(a), rb = TypeRank(b);
+  if (ra != rb) return ra < rb ? -1 : 1;
+  switch (ra) {
+    case 0: {
+      const double x = a.GetDouble(), y = b.GetDouble();
+      return x < y ? -1 : (y < x ? 1 : 0);
+    }
+    case 1: {
+      const size_t la = a.GetStringLength(), lb = b.GetStringLength();
+      const int c = std::memcmp(a.GetString(), b.GetString(), std::min(la, lb));
+      if (c != 0) return c;
+      return la < lb ? -1 : (lb < la ? 1 : 0);
+    }
+    case 2:
+      return a.GetBool() == b.GetBool() ? 0 : (a.GetBool() ? 1 : -1);
+    default:
+      return 0;  // arrays among arrays, objects among objects: equal
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> SourceView::NamedIds(const Path& path, Naming naming,
+                                              const std::string& id, const JsonValue& data) {
+  JsonDocument scratch_doc;
+  JsonValue scratch;
+  const JsonValue* value = ValueAt(path, id, data, &scratch, scratch_doc.GetAllocator());
+  std::vector<std::string> ids;
+  if (value == nullptr) return ids;
+  if (value->IsString()) {
+    ids.emplace_back(value->GetString(), value->GetStringLength());
+  } else if (naming == Naming::kReferences && value->IsArray()) {
+    for (const JsonValue& element : value->GetArray()) {
+      if (element.IsString()) ids.emplace_back(element.GetString(), element.GetStringLength());
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+Status SourceView::GroupsOf(const std::string& type, const Path& path, Naming naming,
+                            const Groups** out) {
+  const GroupKey key{type, path.text, naming};
+  auto found = groups_.find(key);
+  if (found != groups_.end()) {
+    *out = &found->second;
+    return Status::Ok();
+  }
+  Groups groups;
+  std::string after;
+  while (true) {
+    std::vector<std::string> ids;
+    DENORMD_RETURN_IF_ERROR(txn_.source().ListEntityIds(type, after, kScanPage, &ids));
+    if (ids.empty()) break;
+    after = ids.back();
+    std::vector<EntityKey> keys;
+    for (const std::string& id : ids) keys.push_back({type, id});
+    std::vector<EntityRecord> records;
+    DENORMD_RETURN_IF_ERROR(txn_.source().LoadEntities(keys, &records));
+    for (const EntityRecord& record : records) {
+      if (!record.live()) continue;
+      for (const std::string& target : NamedIds(path, naming, record.key.id, *record.data)) {
+        groups[target].push_back(record.key.id);  // ids come in ascending order
+      }
+    }
+    if (ids.size() < kScanPage) break;
+  }
+  *out = &groups_.emplace(key, std::move(groups)).first->second;
+  return Status::Ok();
+}
+
+const std::vector<std::string>& SourceView::ReferrerIds(const std::string& type, const Path& path,
+                                                        Naming naming, const std::string& target) {
+  static const std::vector<std::string> kNone;
+  const Groups* groups = nullptr;
+  Status status = GroupsOf(type, path, naming, &groups);
+  if (!status.ok()) {
+    if (error_.ok()) error_ = status;
+    return kNone;
+  }
+  auto it = groups->find(target);
+  return it == groups->end() ? kNone : it->second;
+}
+
+Status SourceView::Targets(const std::string& type, const Path& path, Naming naming,
+                           std::vector<std::string>* out) {
+  const Groups* groups = nullptr;
+  DENORMD_RETURN_IF_ERROR(GroupsOf(type, path, naming, &groups));
+  out->clear();
+  for (const auto& group : *groups) out->push_back(group.first);
+  return Status::Ok();
+}
+
+const EntityRecord* SourceView::Entity(const std::string& type, const std::string& id) {
+  EntityKey key{type, id};
+  auto it = loaded_.find(key);
+  if (it == loaded_.end()) {
+    missing_.insert(std::move(key));
+    return nullptr;
+  }
+  return it->second.live() ? &it->second : nullptr;
+}
+
+std::vector<const EntityRecord*> SourceView::Entities(const std::string& type,
+                                                      const std::vector<std::string>& ids) {
+  std::vector<const EntityRecord*> out;
+  for (const std::string& id : ids) {
+    if (const EntityRecord* record = Entity(type, id)) out.push_back(record);
+  }
+  return out;
+}
+
+Status SourceView::Gather(const std::function<Status()>& define) {
+  loaded_.clear();
+  for (int round = 0; round < kMaxGatherRounds; ++round) {
+    missing_.clear();
+    error_ = Status::Ok();
+    DENORMD_RETURN_IF_ERROR(define());
+    DENORMD_RETURN_IF_ERROR(error_);
+    if (missing_.empty()) return Status::Ok();
+    std::vector<EntityKey> keys(missing_.begin(), missing_.end());
+    std::vector<EntityRecord> records;
+    DENORMD_RETURN_IF_ERROR(txn_.source().LoadEntities(keys, &records));
+    for (const EntityKey& key : keys) {  // absent ones as tombstones without a version
+      EntityRecord absent;
+      absent.key = key;
+      absent.deleted = true;
+      loaded_.emplace(key, std::move(absent));
+    }
+    for (EntityRecord& record : records) loaded_[record.key] = std::move(record);
+  }
+  return Status::Fatal("verify: a definition kept asking for more entities after " +
+                       std::to_string(kMaxGatherRounds) + " rounds");
+}
+
+bool OrderedBefore(const OrderBy& order, const EntityRecord& a, const EntityRecord& b) {
+  if (order.present) {
+    JsonDocument scratch_doc;
+    JsonValue scratch_a, scratch_b;
+    const JsonValue* va =
+        ValueAt(order.path, a.key.id, *a.data, &scratch_a, scratch_doc.GetAllocator());
+    const JsonValue* vb =
+        ValueAt(order.path, b.key.id, *b.data, &scratch_b, scratch_doc.GetAllocator());
+    const bool pa = va != nullptr && !va->IsNull(), pb = vb != nullptr && !vb->IsNull();
+    if (pa != pb) return pa;  // present first, in either direction
+    if (pa) {
+      int c = ComparePresent(*va, *vb);
+      if (order.descending) c = -c;
+      if (c != 0) return c < 0;
+    }
+  }
+  return a.key.id < b.key.id;
+}
+
+void SortAsConfigured(const OrderBy& order, std::vector<const EntityRecord*>* entities) {
+  std::stable_sort(entities->begin(), entities->end(),
+                   [&order](const EntityRecord* a, const EntityRecord* b) {
+                     return OrderedBefore(order, *a, *b);
+                   });
+}
+
+}  // namespace denormd
