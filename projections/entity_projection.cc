@@ -122,9 +122,7 @@ Status EntityProjection::Recompute(StoreTransaction& txn, const std::set<std::st
 Status EntityProjection::VerifyFromSource(StoreTransaction& txn, SourceView& source,
                                           const std::vector<std::string>& units,
                                           std::vector<std::string>* differences) const {
-  for (size_t start = 0; start < units.size(); start += kUnitsPerChunk) {
-    std::vector<std::string> chunk(units.begin() + start,
-                                   units.begin() + std::min(units.size(), start + kUnitsPerChunk));
+  return source.ForEachChunk(units, [&](const std::vector<std::string>& chunk) {
     std::vector<DocumentRow> expected, stored;
     DENORMD_RETURN_IF_ERROR(source.Gather([&] {
       expected.clear();
@@ -137,8 +135,8 @@ Status EntityProjection::VerifyFromSource(StoreTransaction& txn, SourceView& sou
     }));
     DENORMD_RETURN_IF_ERROR(txn.documents().Load(config(), chunk, &stored));
     CompareDocuments(std::move(expected), stored, differences);
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 Status EntityProjection::ListDefinedUnits(StoreTransaction& txn, SourceView& /*source*/,

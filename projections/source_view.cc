@@ -163,6 +163,24 @@ Status SourceView::Gather(const std::function<Status()>& define) {
                        std::to_string(kMaxGatherRounds) + " rounds");
 }
 
+Status SourceView::ForEachChunk(
+    const std::vector<std::string>& units,
+    const std::function<Status(const std::vector<std::string>& chunk)>& visit) {
+  size_t chunk_size = kMaxChunk;
+  for (size_t start = 0; start < units.size();) {
+    const size_t end = std::min(units.size(), start + chunk_size);
+    DENORMD_RETURN_IF_ERROR(visit(std::vector<std::string>(units.begin() + start, units.begin() + end)));
+    start = end;
+    if (loaded_.size() > kLoadBudget) {
+      chunk_size = std::max<size_t>(1, chunk_size / 2);
+    } else if (loaded_.size() < kLoadBudget / 4) {
+      chunk_size = std::min(kMaxChunk, chunk_size * 2);
+    }
+    loaded_.clear();
+  }
+  return Status::Ok();
+}
+
 bool OrderedBefore(const OrderBy& order, const EntityRecord& a, const EntityRecord& b) {
   if (order.present) {
     JsonDocument scratch_doc;

@@ -61,6 +61,16 @@ class SourceView {
   // pages are dropped first, so memory stays bounded by one page.
   Status Gather(const std::function<Status()>& define);
 
+  // Calls `visit` with consecutive chunks of `units` (each calling Gather),
+  // sized so that a chunk loads about kLoadBudget entities: a chunk that
+  // loaded more halves the next, one that loaded a quarter of it doubles it,
+  // between 1 and kMaxChunk units. Memory then follows the budget, or the
+  // largest single unit (a post whose embed must sort all its comments).
+  static constexpr size_t kLoadBudget = 20000;
+  static constexpr size_t kMaxChunk = 1000;
+  Status ForEachChunk(const std::vector<std::string>& units,
+                      const std::function<Status(const std::vector<std::string>& chunk)>& visit);
+
   // The ids a field names in `data` (the string there, or the strings of the
   // array there, per `naming`), ascending and unique.
   static std::vector<std::string> NamedIds(const Path& path, Naming naming, const std::string& id,

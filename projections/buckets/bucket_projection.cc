@@ -159,9 +159,7 @@ Status BucketProjection::VerifyFromSource(StoreTransaction& txn, SourceView& sou
                                           const std::vector<std::string>& units,
                                           std::vector<std::string>* differences) const {
   const std::string where = config().name + " (" + config().collection + ") ";
-  for (size_t start = 0; start < units.size(); start += kGroupsPerChunk) {
-    std::vector<std::string> chunk(units.begin() + start,
-                                   units.begin() + std::min(units.size(), start + kGroupsPerChunk));
+  return source.ForEachChunk(units, [&](const std::vector<std::string>& chunk) {
     std::map<std::string, std::vector<Referrer>> members;
     std::vector<std::string> order_problems;
     DENORMD_RETURN_IF_ERROR(source.Gather([&] {
@@ -183,7 +181,7 @@ Status BucketProjection::VerifyFromSource(StoreTransaction& txn, SourceView& sou
         AppendPackedMemberBuckets(config(), group.first, 0, in_order, &expected);
       }
       CompareDocuments(std::move(expected), stored, differences);
-      continue;
+      return Status::Ok();
     }
     std::map<std::string, std::vector<DocumentRow>> rows;
     for (DocumentRow& row : stored) rows[row.pk.value_or("")].push_back(std::move(row));
@@ -194,8 +192,8 @@ Status BucketProjection::VerifyFromSource(StoreTransaction& txn, SourceView& sou
       stable_.CheckGroup(group, in_order, std::move(rows[group]), &problems);
     }
     for (const std::string& problem : problems) differences->push_back(where + problem);
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 Status BucketProjection::ListDefinedUnits(StoreTransaction& /*txn*/, SourceView& source,
