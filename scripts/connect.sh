@@ -66,7 +66,8 @@ set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
-STATE_DIR="${DENORMD_STATE_DIR:-$REPO_DIR/.local}"
+# Relative to the caller's directory, whichever directory a command runs in later.
+STATE_DIR="$(realpath -m -- "${DENORMD_STATE_DIR:-$REPO_DIR/.local}")"
 CONNECT_DIR="$STATE_DIR/connect"
 # The jars are shared by every state dir (test runs, demos), like the broker's.
 LIB_ROOT="${DENORMD_CONNECT_LIB_DIR:-$REPO_DIR/.local/connect/lib}"

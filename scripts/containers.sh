@@ -54,7 +54,8 @@ set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
-STATE_DIR="${DENORMD_STATE_DIR:-$REPO_DIR/.local}"
+# Relative to the caller's directory, whichever directory a command runs in later.
+STATE_DIR="$(realpath -m -- "${DENORMD_STATE_DIR:-$REPO_DIR/.local}")"
 CONT_DIR="$STATE_DIR/containers"
 CACHE_DIR="${DENORMD_CONTAINERS_CACHE:-$REPO_DIR/.local/containers}"
 export CONTAINERS_CONF="$CONT_DIR/containers.conf"

@@ -11,6 +11,7 @@
 # the application database and shows the same documents change. The daemon
 # keeps running until Ctrl-C; change rows meanwhile with
 #   DENORMD_STATE_DIR=.local/app DENORMD_PG_PORT=15434 DENORMD_PG_DB=app scripts/postgres.sh psql
+# (a relative DENORMD_STATE_DIR is taken from the directory the command runs in)
 #
 # Each run starts over: new application tables, a new replication slot and
 # snapshot, topics under a new prefix (demo<unix time>.public.*), an empty
@@ -19,15 +20,16 @@
 # Environment: DENORMD_STATE_DIR, DENORMD_PG_PORT, DENORMD_KAFKA_PORT (denormd's
 # store and the broker, as scripts/demo.sh); DENORMD_APP_PG_PORT (the application
 # database, default 15434); DENORMD_CONNECT_PORT (Connect's REST port, default 18083).
-# Everything keeps running after the demo; stop it with
-#   scripts/connect.sh stop; DENORMD_STATE_DIR=.local/app DENORMD_PG_PORT=15434 scripts/postgres.sh stop
-#   scripts/kafka.sh stop; scripts/postgres.sh stop
+# Everything keeps running after the demo, which says so when it ends; stop all
+# of it with scripts/demo.sh stop (from any directory).
 set -euo pipefail
 
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Relative to the caller's directory, before the scripts run in the repository.
+STATE_DIR="$(realpath -m -- "${DENORMD_STATE_DIR:-$REPO_DIR/.local}")"
+export DENORMD_STATE_DIR="$STATE_DIR"
 cd "$REPO_DIR"
 step() { echo "==> $*" >&2; }
-STATE_DIR="${DENORMD_STATE_DIR:-$REPO_DIR/.local}"
 APP_PG_PORT="${DENORMD_APP_PG_PORT:-15434}"
 PREFIX="demo$(date +%s)"
 DEMO_DIR="$STATE_DIR/demo-debezium"
@@ -46,7 +48,8 @@ connect() { app bash scripts/connect.sh "$@"; }  # its state: $STATE_DIR/app/con
 step "installing packages (skipped when present)"
 bash scripts/install-deps.sh
 step "building denormd"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The suite's configuration (scripts/test.sh), so that it compiles nothing twice.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDENORMD_WERROR=ON >/dev/null
 cmake --build build --target denormd -j 2
 step "starting PostgreSQL (documents), Kafka, and the application's PostgreSQL (wal_level=logical)"
 DENORMD_POSTGRES="$(bash scripts/postgres.sh start)"
@@ -75,6 +78,7 @@ step "denormd run -c $CONFIG --metrics-port 9465   (Ctrl-C stops it)"
 build/denormd run -c "$CONFIG" --metrics-port 9465 &
 daemon=$!
 trap 'kill -TERM $daemon 2>/dev/null; wait $daemon' INT TERM
+trap 'bash "$REPO_DIR/scripts/demo.sh" status' EXIT
 
 docs() { bash scripts/postgres.sh psql -X -q -t -A -c "$1" 2>/dev/null || true; }
 # Waits (at most 60 s) until the SQL query $1 prints $2.

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Usage: scripts/demo.sh [--debezium]
+#        scripts/demo.sh status | stop
 #
 # --debezium: the same documents fed by an existing database through Debezium
 # instead (scripts/demo-debezium.sh).
+# status: which servers either demo left running (Kafka Connect, the
+# application database, Kafka, PostgreSQL); stop: stops all of them. Both work
+# from any directory, with the demo's environment (DENORMD_STATE_DIR, ports).
 #
 # The main job on a fresh machine, in one command: installs the packages,
 # builds denormd, starts a private PostgreSQL and a real Apache Kafka broker,
@@ -14,12 +18,46 @@
 # (with DENORMD_KAFKA_BROKERS as printed below).
 #
 # Environment: DENORMD_STATE_DIR, DENORMD_PG_PORT, DENORMD_KAFKA_PORT
-# (see scripts/README.md). The servers keep running after the demo; stop them
-# with scripts/postgres.sh stop and scripts/kafka.sh stop.
+# (see scripts/README.md). The servers keep running after the demo, which says
+# so when it ends; `scripts/demo.sh stop` stops them.
 set -euo pipefail
 
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Relative to the caller's directory, before the scripts run in the repository.
+STATE_DIR="$(realpath -m -- "${DENORMD_STATE_DIR:-$REPO_DIR/.local}")"
 cd "$REPO_DIR"
+export DENORMD_STATE_DIR="$STATE_DIR"
+APP_PG_PORT="${DENORMD_APP_PG_PORT:-15434}"
+
+# Every server either demo may have left running, with its own state.
+servers() {
+  local app=(env DENORMD_STATE_DIR="$STATE_DIR/app" DENORMD_PG_PORT="$APP_PG_PORT")
+  case "$1" in
+    status)
+      "${app[@]}" bash scripts/connect.sh status >/dev/null 2>&1 && echo "  Kafka Connect (Debezium)"
+      "${app[@]}" bash scripts/postgres.sh status >/dev/null 2>&1 &&
+        echo "  the application's PostgreSQL on 127.0.0.1:$APP_PG_PORT"
+      bash scripts/kafka.sh status >/dev/null 2>&1 && echo "  Kafka on 127.0.0.1:${DENORMD_KAFKA_PORT:-19092}"
+      bash scripts/postgres.sh status >/dev/null 2>&1 &&
+        echo "  PostgreSQL on 127.0.0.1:${DENORMD_PG_PORT:-15432}"
+      return 0 ;;
+    stop)
+      "${app[@]}" bash scripts/connect.sh stop
+      "${app[@]}" bash scripts/postgres.sh stop
+      bash scripts/kafka.sh stop
+      bash scripts/postgres.sh stop ;;
+  esac
+}
+# Said when a demo ends, by Ctrl-C or otherwise.
+say_still_running() {
+  local running
+  running="$(servers status)"
+  [[ -n "$running" ]] || return 0
+  printf '\nStill running (the documents stay; the next demo reuses them):\n%s\nStop all of it with: %s stop\n' \
+    "$running" "$REPO_DIR/scripts/demo.sh" >&2
+}
+if [[ "${1:-}" == stop ]]; then servers stop; exit 0; fi
+if [[ "${1:-}" == status ]]; then say_still_running; exit 0; fi
 if [[ "${1:-}" == --debezium ]]; then exec bash scripts/demo-debezium.sh; fi
 step() { echo "==> $*" >&2; }
 CONFIG=tests/data/article/config.yaml
@@ -28,7 +66,8 @@ TOPIC=article.entities
 step "installing packages (skipped when present)"
 bash scripts/install-deps.sh
 step "building denormd"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The suite's configuration (scripts/test.sh), so that it compiles nothing twice.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDENORMD_WERROR=ON >/dev/null
 cmake --build build --target denormd -j 2
 step "starting PostgreSQL and Kafka"
 DENORMD_POSTGRES="$(bash scripts/postgres.sh start)"
@@ -48,6 +87,7 @@ step "denormd run -c $CONFIG --metrics-port 9464   (Ctrl-C stops it)"
 build/denormd run -c "$CONFIG" --metrics-port 9464 &
 daemon=$!
 trap 'kill -TERM $daemon 2>/dev/null; wait $daemon' INT TERM
+trap say_still_running EXIT
 
 # Wait until the daemon has caught up: every partition of the topic at lag 0.
 for _ in $(seq 1 600); do
@@ -72,14 +112,15 @@ cat <<EOT
 
 The daemon is still running (pid $daemon); Ctrl-C stops it. The $dead dead letters are
 the example's deliberate bad lines (an unknown entity type, broken JSON, ...): see them
-with the psql command below. The config names no server, so give the commands the
-demo's (another shell, same folder):
+with the psql command below. The config's store.postgres and source.kafka.brokers
+name other servers than the demo's, so give the commands the demo's (another
+shell, same folder):
 
   export DENORMD_POSTGRES='$DENORMD_POSTGRES' DENORMD_KAFKA_BROKERS=$DENORMD_KAFKA_BROKERS
   build/denormd status -c $CONFIG           # positions, lag, counts, dead letters
   build/denormd verify -c $CONFIG           # recompute every document and compare
   scripts/postgres.sh psql -c 'select id, doc from article.books'
-  scripts/postgres.sh psql -c 'select position, reason from article.dead_letters'
+  scripts/postgres.sh psql -c 'select source, partition, position, reason from article.dead_letters order by 1, 2, 3'
   curl -s http://127.0.0.1:9464/metrics
   build/denormd publish -c $CONFIG FILE      # more events (JSON Lines)
 EOT

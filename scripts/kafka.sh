@@ -39,7 +39,8 @@ set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
-STATE_DIR="${DENORMD_STATE_DIR:-$REPO_DIR/.local}"
+# Relative to the caller's directory, whichever directory a command runs in later.
+STATE_DIR="$(realpath -m -- "${DENORMD_STATE_DIR:-$REPO_DIR/.local}")"
 KAFKA_DIR="$STATE_DIR/kafka"
 # The jars are shared by every state dir (test runs, private brokers of tests).
 LIB_DIR="${DENORMD_KAFKA_LIB_DIR:-$REPO_DIR/.local/kafka/lib}"

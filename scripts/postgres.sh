@@ -41,7 +41,8 @@ set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
-STATE_DIR="${DENORMD_STATE_DIR:-$REPO_DIR/.local}"
+# Relative to the caller's directory, whichever directory a command runs in later.
+STATE_DIR="$(realpath -m -- "${DENORMD_STATE_DIR:-$REPO_DIR/.local}")"
 PGDATA_DIR="$STATE_DIR/postgres"
 SOCK_DIR="$STATE_DIR/postgres-socket"
 PG_LOG="$STATE_DIR/postgres.log"
