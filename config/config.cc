@@ -410,6 +410,9 @@ class ConfigParser {
   std::vector<ConfigError>* errors_;
   std::set<std::string> entities_;
   bool entities_known_ = false;  // false: skip entity checks (entities is broken)
+  // Keys ReadKeys found unknown, by the `where` of their map: Require says a
+  // missing key at its misspelling.
+  std::map<std::string, std::vector<std::pair<std::string, ConfigPlace>>> unknown_keys_;
   Item feed_item_;                                             // the feed section
   std::vector<std::pair<ConfigPlace, std::string>> feed_places_;  // of feed.collections keys
 };
@@ -461,6 +464,7 @@ std::map<std::string, Item> ConfigParser::ReadKeys(const Item& item, const KeyLi
     } else {
       Error(entry.key_place, entry.value.where,
             "unknown key " + Quote(entry.key) + Suggestion(entry.key, allowed));
+      unknown_keys_[item.where].push_back({entry.key, entry.key_place});
     }
   }
   return keys;
@@ -469,6 +473,20 @@ std::map<std::string, Item> ConfigParser::ReadKeys(const Item& item, const KeyLi
 bool ConfigParser::Require(const Item& parent, const std::map<std::string, Item>& keys,
                            const std::string& key) {
   if (keys.count(key)) return true;
+  // A misspelling of it ("vai" for "via") was reported as an unknown key with
+  // a suggestion: the missing key is said at the misspelling, after that,
+  // so the useful message comes first.
+  auto unknown = unknown_keys_.find(parent.where);
+  if (unknown != unknown_keys_.end()) {
+    for (const auto& misspelled : unknown->second) {
+      if (!Suggestion(misspelled.first, {key}).empty()) {
+        Error(misspelled.second, Child(parent.where, key),
+              "missing required key " + Quote(key) + " (given as " + Quote(misspelled.first) +
+                  "?)");
+        return false;
+      }
+    }
+  }
   Error(parent.place, Child(parent.where, key), "missing required key " + Quote(key));
   return false;
 }

@@ -435,10 +435,38 @@ TEST(ConfigErrorTest, UnknownKeySuggestsTheClosestKey) {
   const std::vector<ConfigError> errors =
       MustFail("store: {schema: s, postgress: x}\nentities: [a]\nprojection: {}\n");
   ASSERT_EQ(errors.size(), 3u) << Dump(errors);
-  EXPECT_EQ(errors[0].message, "missing required key \"projections\"");  // at 1:1
-  EXPECT_EQ(errors[1].message, "unknown key \"postgress\" (did you mean \"postgres\"?)");
-  EXPECT_EQ(errors[2].message, "unknown key \"projection\" (did you mean \"projections\"?)");
+  EXPECT_EQ(errors[0].message, "unknown key \"postgress\" (did you mean \"postgres\"?)");
+  // The misspelling first, then the missing key at the same place.
+  EXPECT_EQ(errors[1].message, "unknown key \"projection\" (did you mean \"projections\"?)");
+  EXPECT_EQ(errors[1].place.line, 3);
+  EXPECT_EQ(errors[2].message, "missing required key \"projections\" (given as \"projection\"?)");
   EXPECT_EQ(errors[2].place.line, 3);
+  EXPECT_EQ(errors[2].place.column, errors[1].place.column);
+}
+
+// A typo of a required key: the unknown key with its suggestion comes before
+// the missing key, which is said at the typo (it was said at the map's start,
+// first, and the useful message second).
+TEST(ConfigErrorTest, AMisspelledRequiredKeyIsNamedBeforeItIsMissing) {
+  const std::vector<ConfigError> errors = MustFail(std::string(kHead) + R"(  p:
+    from: book
+    fields:
+      a: {ids: comment, vai: bookId}
+)");
+  ASSERT_EQ(errors.size(), 2u) << Dump(errors);
+  EXPECT_EQ(errors[0].message, "unknown key \"vai\" (did you mean \"via\"?)");
+  EXPECT_EQ(errors[1].message, "missing required key \"via\" (given as \"vai\"?)");
+  EXPECT_EQ(errors[1].place.line, errors[0].place.line);
+  EXPECT_EQ(errors[1].place.column, errors[0].place.column);
+  // Without a near miss, the missing key is said where the map starts.
+  const std::vector<ConfigError> far = MustFail(std::string(kHead) + R"(  p:
+    from: book
+    fields:
+      a: {ids: comment, zzz: bookId}
+)");
+  ASSERT_EQ(far.size(), 2u) << Dump(far);
+  EXPECT_EQ(far[0].message, "missing required key \"via\"");
+  EXPECT_EQ(far[1].message, "unknown key \"zzz\"");
 }
 
 TEST(ConfigErrorTest, KeyOfAnotherExpressionKindIsNamedAsMisplaced) {
