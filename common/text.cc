@@ -14,6 +14,10 @@ std::string FormatCount(uint64_t n) {
   return out;
 }
 
+std::string CountOf(uint64_t n, const std::string& singular) {
+  return FormatCount(n) + " " + singular + (n == 1 ? "" : "s");
+}
+
 uint64_t Fnv1a64(const std::string& text) {
   uint64_t hash = 14695981039346656037ull;
   for (unsigned char c : text) {

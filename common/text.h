@@ -10,6 +10,9 @@ namespace denormd {
 // A count with thousands separators: 1234567 -> "1,234,567".
 std::string FormatCount(uint64_t n);
 
+// A count and its noun: "1 event", "2,000 events" (the plural adds "s").
+std::string CountOf(uint64_t n, const std::string& singular);
+
 // FNV-1a, 64 bits: a hash that is the same on every build and platform
 // (std::hash is not), for what is stored or compared across processes.
 uint64_t Fnv1a64(const std::string& text);

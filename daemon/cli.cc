@@ -312,11 +312,14 @@ std::optional<Config> LoadConfigOrReport(const Arguments& args) {
   std::vector<ConfigError> errors;
   std::optional<Config> config = LoadEffectiveConfig(args, &errors);
   for (const ConfigError& error : errors) std::cerr << error.ToString(path) << "\n";
-  if (!config) {
+  // A file that could not be read has no errors of its contents to count.
+  const bool unread = errors.size() == 1 && errors[0].place.line == 0 &&
+                      errors[0].message.rfind("cannot read the config file", 0) == 0;
+  if (!config && !unread) {
     std::cerr << path << ": " << errors.size() << " error" << (errors.size() == 1 ? "" : "s")
               << "; see docs/configuration.md\n";
-    return config;
   }
+  if (!config) return config;
   ApplyLogConfig(config->log);
   return config;
 }
@@ -349,9 +352,15 @@ int OpenEngine(const Arguments& args, std::unique_ptr<Engine>* out,
       std::cerr << "denormd " << args.command << ": " << status.message() << "\n";
       return kExitUsage;
     }
+    const char* env = std::getenv("DENORMD_POSTGRES");
+    const std::string from = args.postgres                    ? "--postgres"
+                             : env != nullptr && *env != '\0' ? "$DENORMD_POSTGRES"
+                                                              : "store.postgres of " + args.config_path;
     std::cerr << "denormd: cannot open the store ("
-              << (connection.empty() ? "libpq defaults" : RedactSecrets(connection))
-              << "): " << status.message() << "\n";
+              << (connection.empty() ? "libpq defaults" : RedactSecrets(connection)) << ", from "
+              << from << "): " << status.message() << "\n"
+              << "  (another server: --postgres URL, or $DENORMD_POSTGRES; either overrides "
+                 "store.postgres)\n";
     return kExitFailure;
   }
   return kExitOk;
@@ -514,16 +523,18 @@ int StatusCommand(const Arguments& args) {
     for (const std::string& table : summary.leftover_tables) std::cout << " " << table;
     std::cout << " (the next plan or apply removes them)\n";
   }
-  std::cout << "\nstreams:\n";
+  std::cout << "\nstreams (each partition or log: the next offset or line denormd reads, the "
+               "end offset Kafka has, and the lag between them; the events applied, stale (not "
+               "newer than the stored version) and dead (dead letters)):\n";
   if (summary.positions.empty()) std::cout << "  (none yet)\n";
   for (const StoredPosition& p : summary.positions) {
-    std::cout << "  " << p.at.source << " partition " << p.at.partition << ": position "
-              << p.at.position;
+    // The stored position is the last one applied; the next is +1.
+    std::cout << "  " << p.at.source << " partition " << p.at.partition << ": next offset "
+              << p.at.position + 1;
     auto end = end_offsets.find(p.at.source + "/" + std::to_string(p.at.partition));
     if (end != end_offsets.end()) {
-      // The stored position is the last applied offset; the next is +1.
       std::cout << ", end offset " << end->second << ", lag "
-                << std::max<int64_t>(0, end->second - (p.at.position + 1));
+                << std::max<int64_t>(0, end->second - (p.at.position + 1)) << " events";
     }
     std::cout << "; applied " << FormatCount(p.applied) << ", stale " << FormatCount(p.stale)
               << ", dead " << FormatCount(p.dead) << "\n";
@@ -535,7 +546,7 @@ int StatusCommand(const Arguments& args) {
   }
   std::cout << "  tombstones: " << FormatCount(summary.tombstones) << "\n\ncollections:\n";
   for (const auto& c : summary.documents) {
-    std::cout << "  " << c.first << ": " << FormatCount(c.second) << " documents\n";
+    std::cout << "  " << c.first << ": " << CountOf(c.second, "document") << "\n";
   }
   std::cout << "\ndead letters: " << FormatCount(summary.dead_letters) << "\n";
   if (summary.feed) {
@@ -611,7 +622,7 @@ int Publish(const Arguments& args) {
       std::cerr << "denormd publish: " << path << ": " << status.message() << "\n";
       return kExitFailure;
     }
-    std::cout << path << ": " << FormatCount(published) << " events published to " << topic
+    std::cout << path << ": " << CountOf(published, "event") << " published to " << topic
               << " at " << config->kafka->brokers << "\n";
   }
   return kExitOk;

@@ -1,6 +1,7 @@
 #include "projections/json.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -171,8 +172,12 @@ Status ParseJson(const std::string& text, JsonDocument* out) {
     const rapidjson::ParseErrorCode code =
         too_big && result.Code() == rapidjson::kParseErrorTermination ? rapidjson::kParseErrorNumberTooBig
                                                                        : result.Code();
-    return Status::InvalidInput(std::string("not valid JSON: ") + rapidjson::GetParseError_En(code) +
-                                " at byte " + std::to_string(result.Offset()));
+    // RapidJSON says "Invalid value." : "not valid JSON at byte 53: invalid value".
+    std::string reason = rapidjson::GetParseError_En(code);
+    if (!reason.empty() && reason.back() == '.') reason.pop_back();
+    if (!reason.empty()) reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
+    return Status::InvalidInput("not valid JSON at byte " + std::to_string(result.Offset()) + ": " +
+                                reason);
   }
   const size_t lone = FindLoneLowSurrogate(text);
   if (lone != std::string::npos) {

@@ -91,7 +91,7 @@ trap say_still_running EXIT
 
 # Wait until the daemon has caught up: every partition of the topic at lag 0.
 for _ in $(seq 1 600); do
-  caught_up=$(build/denormd status -c "$CONFIG" 2>/dev/null | grep -c ", lag 0;" || true)
+  caught_up=$(build/denormd status -c "$CONFIG" 2>/dev/null | grep -c ", lag 0 events;" || true)
   [[ "$caught_up" == 4 ]] && break
   kill -0 $daemon 2>/dev/null || { echo "the daemon exited" >&2; exit 1; }
   sleep 0.2

@@ -70,7 +70,7 @@ status_() { podman_ exec "$(container denormd)" denormd status -c "$CONFIG_IN_CO
 # "applied stale dead lag" summed over the partitions of `denormd status`, and the
 # number of partitions at lag 0.
 status_totals() {
-  status_ | awk '/ partition [0-9]+: position/ {
+  status_ | awk '/ partition [0-9]+: next offset/ {
       for (i = 1; i <= NF; i++) {
         v = $(i + 1); sub(/[;,]$/, "", v); gsub(/,/, "", v)
         if ($i == "applied") a += v; if ($i == "stale") s += v; if ($i == "dead") d += v

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 
@@ -45,6 +46,31 @@ TEST(ReplayCli, SecondRunAppliesNothingAndSaysSo) {
             Sql("select count(*) from " + config.store.schema + ".dead_letters"));
   EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(config),
                                          SourcePath("tests/data/article/expected.json")));
+}
+
+// `status` says in words what each figure of a stream is: the next line it
+// reads (the log's lines, counted here, plus one) and the events applied,
+// stale and dead (the same counts as the positions table, read with SQL).
+TEST(StatusCli, SaysWhatEachFigureOfAStreamIs) {
+  Config config;
+  std::string config_file = testing::ArticleConfigFile(&config);
+  ReplayArticleEvents(config_file);
+  const std::string text = testing::ReadFile(SourcePath("tests/data/article/events.jsonl"));
+  const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  const std::vector<std::string> counts =
+      Sql("select applied, stale, dead from " + config.store.schema + ".positions");
+  ASSERT_EQ(1u, counts.size());
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"status", "-c", config_file}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("the next offset or line denormd reads")) << output;
+  std::string applied = counts[0].substr(0, counts[0].find('\t'));
+  std::string rest = counts[0].substr(counts[0].find('\t') + 1);
+  const std::string stale = rest.substr(0, rest.find('\t'));
+  const std::string dead = rest.substr(rest.find('\t') + 1);
+  EXPECT_NE(std::string::npos, output.find(" partition 0: next offset " + std::to_string(lines + 1) +
+                                           "; applied " + applied + ", stale " + stale +
+                                           ", dead " + dead + "\n"))
+      << output;
 }
 
 TEST(ReplayCli, KillNineMidReplayThenRerunEndsExact) {
@@ -210,7 +236,11 @@ TEST(Cli, HelpTeachesAndBadUsageExitsTwo) {
   EXPECT_EQ(2, RunDenormd({"replay", "x.jsonl"}, &output));
   EXPECT_NE(std::string::npos, output.find("-c CONFIG is required")) << output;
   EXPECT_EQ(2, RunDenormd({"replay", "-c", "/nonexistent.yaml", "x"}, &output));
-  EXPECT_NE(std::string::npos, output.find("/nonexistent.yaml")) << output;
+  EXPECT_NE(std::string::npos,
+            output.find("/nonexistent.yaml: cannot read the config file: No such file"))
+      << output;
+  // Nothing of its contents to count or to look up in the docs.
+  EXPECT_EQ(std::string::npos, output.find("1 error")) << output;
 }
 
 TEST(ReplayCli, UnreachableDatabaseIsAClearError) {
@@ -227,7 +257,9 @@ TEST(ReplayCli, UnreachableDatabaseIsAClearError) {
   int status = pclose(pipe);
   EXPECT_EQ(1, WEXITSTATUS(status)) << output;
   EXPECT_NE(std::string::npos, output.find("cannot open the store")) << output;
-  EXPECT_NE(std::string::npos, output.find("127.0.0.1:1")) << output;
+  // Where the URL came from, and how to give another.
+  EXPECT_NE(std::string::npos, output.find("127.0.0.1:1/nowhere, from $DENORMD_POSTGRES")) << output;
+  EXPECT_NE(std::string::npos, output.find("--postgres URL")) << output;
 }
 
 TEST(ReplayCli, EditedStoredBucketIsWarnedAboutAndStillExact) {

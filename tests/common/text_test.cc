@@ -1,0 +1,23 @@
+// The small text helpers the commands print with.
+#include <gtest/gtest.h>
+
+#include "common/text.h"
+
+namespace denormd {
+namespace {
+
+TEST(Text, CountOfSaysOneInTheSingular) {
+  EXPECT_EQ("0 events", CountOf(0, "event"));
+  EXPECT_EQ("1 event", CountOf(1, "event"));
+  EXPECT_EQ("2 documents", CountOf(2, "document"));
+  EXPECT_EQ("1,000 documents", CountOf(1000, "document"));
+}
+
+TEST(Text, PrintableBytesEscapesWhatIsNotPrintable) {
+  EXPECT_EQ("a b~", PrintableBytes("a b~"));
+  EXPECT_EQ("\\x01\\x00\\xbf", PrintableBytes(std::string("\x01\x00\xbf", 3)));
+  EXPECT_EQ("\\x7f\\x1f", PrintableBytes("\x7f\x1f"));
+}
+
+}  // namespace
+}  // namespace denormd
