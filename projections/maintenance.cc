@@ -221,12 +221,18 @@ SourceView::Naming NamingOf(const Relation& relation) {
                                                          : SourceView::Naming::kReferences;
 }
 
+// The (relation, target) pairs whose counters a page checked: each is
+// checked once, not once per page that names it (a target with 100,000
+// referrers is named by a hundred pages, and counting its rows is O(rows)).
+using CheckedCounters = std::set<std::pair<const Relation*, std::string>>;
+
 // One page of entities of `type`: their stored index rows against the rows
-// their data names now; and each target's counter against its rows and
-// against the source's own count of its referrers.
+// their data names now; and the counter of each target they name that is not
+// in *checked yet against its rows and against the source's own count of its
+// referrers.
 Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, SourceView& source,
                        const std::string& type, const std::vector<std::string>& ids,
-                       std::vector<std::string>* differences) {
+                       CheckedCounters* checked, std::vector<std::string>* differences) {
   std::vector<EntityKey> keys;
   for (const std::string& id : ids) keys.push_back({type, id});
   std::vector<EntityRecord> records;
@@ -274,8 +280,12 @@ Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, Source
     std::vector<IndexRange> whole, rows;
     std::set<std::string> targets;
     for (const auto& row : want) {
-      if (std::get<1>(row.first) == relation->name()) targets.insert(std::get<2>(row.first));
+      if (std::get<1>(row.first) != relation->name()) continue;
+      if (checked->insert({relation, std::get<2>(row.first)}).second) {
+        targets.insert(std::get<2>(row.first));
+      }
     }
+    if (targets.empty()) continue;
     for (const std::string& target : targets) {
       whole.push_back({target, std::nullopt, false, 0});
       rows.push_back({target, IndexKey{"", ""}, false, 0});
@@ -307,6 +317,7 @@ Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, Source
 
 Status VerifyIndex(const ProjectionPlan& plan, StoreTransaction& txn, SourceView& source,
                    const MaintenanceOptions& options, std::vector<std::string>* differences) {
+  CheckedCounters checked;
   for (const std::string& type : plan.config().entities) {
     if (plan.ForType(type).relations.empty()) continue;
     std::vector<std::string> all;
@@ -323,7 +334,8 @@ Status VerifyIndex(const ProjectionPlan& plan, StoreTransaction& txn, SourceView
       std::vector<std::string> page(
           chosen.begin() + start,
           chosen.begin() + std::min(chosen.size(), start + options.page_size));
-      DENORMD_RETURN_IF_ERROR(VerifyIndexPage(plan, txn, source, type, page, differences));
+      DENORMD_RETURN_IF_ERROR(
+          VerifyIndexPage(plan, txn, source, type, page, &checked, differences));
       if (options.on_page) options.on_page("index: " + type, start + page.size());
     }
   }

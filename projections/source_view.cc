@@ -76,7 +76,9 @@ Status SourceView::GroupsOf(const std::string& type, const Path& path, Naming na
     *out = &found->second;
     return Status::Ok();
   }
-  Groups groups;
+  // Both namings of the path in one pass (buckets group by the string a
+  // field holds, embeds by the same field as a reference): one scan a path.
+  Groups groups, strings;
   std::string after;
   while (true) {
     std::vector<std::string> ids;
@@ -89,13 +91,20 @@ Status SourceView::GroupsOf(const std::string& type, const Path& path, Naming na
     DENORMD_RETURN_IF_ERROR(txn_.source().LoadEntities(keys, &records));
     for (const EntityRecord& record : records) {
       if (!record.live()) continue;
-      for (const std::string& target : NamedIds(path, naming, record.key.id, *record.data)) {
+      const std::vector<std::string> named =
+          NamedIds(path, Naming::kReferences, record.key.id, *record.data);
+      for (const std::string& target : named) {
         groups[target].push_back(record.key.id);  // ids come in ascending order
+      }
+      if (named.size() == 1 && !NamedIds(path, Naming::kString, record.key.id, *record.data).empty()) {
+        strings[named[0]].push_back(record.key.id);
       }
     }
     if (ids.size() < kScanPage) break;
   }
-  *out = &groups_.emplace(key, std::move(groups)).first->second;
+  groups_[GroupKey{type, path.text, Naming::kReferences}] = std::move(groups);
+  groups_[GroupKey{type, path.text, Naming::kString}] = std::move(strings);
+  *out = &groups_.at(key);
   return Status::Ok();
 }
 
@@ -166,7 +175,7 @@ Status SourceView::Gather(const std::function<Status()>& define) {
 Status SourceView::ForEachChunk(
     const std::vector<std::string>& units,
     const std::function<Status(const std::vector<std::string>& chunk)>& visit) {
-  size_t chunk_size = kMaxChunk;
+  size_t chunk_size = 1;  // grows while chunks load little: a first chunk may be huge
   for (size_t start = 0; start < units.size();) {
     const size_t end = std::min(units.size(), start + chunk_size);
     DENORMD_RETURN_IF_ERROR(visit(std::vector<std::string>(units.begin() + start, units.begin() + end)));

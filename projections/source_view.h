@@ -8,7 +8,8 @@
 //
 // What it costs: the first question about the referrers through one
 // (type, path) reads every source row of that type once, in pages, and keeps
-// target -> referrer ids in memory (a few dozen bytes per referrer). Entities
+// target -> referrer ids in memory (a few dozen bytes per referrer), for both
+// namings of the path. Entities
 // are then loaded by id, a page of documents at a time, in rounds (Gather):
 // a definition asks for what it needs; what is not loaded yet is noted as
 // missing, loaded in one call, and the definition runs again.
@@ -62,9 +63,9 @@ class SourceView {
   Status Gather(const std::function<Status()>& define);
 
   // Calls `visit` with consecutive chunks of `units` (each calling Gather),
-  // sized so that a chunk loads about kLoadBudget entities: a chunk that
-  // loaded more halves the next, one that loaded a quarter of it doubles it,
-  // between 1 and kMaxChunk units. Memory then follows the budget, or the
+  // sized so that a chunk loads about kLoadBudget entities: the first is one
+  // unit; a chunk that loaded more halves the next, one that loaded less
+  // than a quarter of it doubles it, up to kMaxChunk units. Memory then follows the budget, or the
   // largest single unit (a post whose embed must sort all its comments).
   static constexpr size_t kLoadBudget = 20000;
   static constexpr size_t kMaxChunk = 1000;
