@@ -502,7 +502,7 @@ def write_config(env, schema, topic=None, group=None):
 
 
 REPLAY_SUMMARY = re.compile(
-    r"([\d,]+) events.* in ([\d,]+) transactions, ([\d.]+) s: .*?([\d,]+) documents written"
+    r"([\d,]+) events?.* in ([\d,]+) transactions?, ([\d.]+) s: .*?([\d,]+) documents? written"
     r"(?:, ([\d,]+) deleted)?(?:; peak RSS (\d+) MiB)?")
 REPLAY_REQUESTS = re.compile(r"([\d,]+) round trips to PostgreSQL \(([\d,]+) statements\)")
 

@@ -411,15 +411,15 @@ int Replay(const Arguments& args) {
                 << report.resumed_after_line << "\n";
       continue;
     }
-    std::cout << path << ": " << FormatCount(s.events) << " events"
+    std::cout << path << ": " << CountOf(s.events, "event")
               << (report.resumed_after_line > 0
                       ? " (resumed after line " + std::to_string(report.resumed_after_line) + ")"
                       : "")
-              << " in " << report.batches << " transactions, " << std::fixed;
+              << " in " << CountOf(report.batches, "transaction") << ", " << std::fixed;
     std::cout.precision(2);
     std::cout << seconds << " s: " << FormatCount(s.applied) << " applied, "
-              << FormatCount(s.stale) << " stale, " << FormatCount(s.dead_letters)
-              << " dead letters; " << FormatCount(s.documents_written) << " documents written, "
+              << FormatCount(s.stale) << " stale, " << CountOf(s.dead_letters, "dead letter")
+              << "; " << CountOf(s.documents_written, "document") << " written, "
               << FormatCount(s.documents_deleted) << " deleted; " << FormatCount(s.round_trips)
               << " round trips to PostgreSQL (" << FormatCount(s.statements)
               << " statements); peak RSS " << PeakRssKib() / 1024 << " MiB\n";

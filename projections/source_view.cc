@@ -10,12 +10,6 @@ namespace {
 constexpr size_t kScanPage = 1000;
 constexpr int kMaxGatherRounds = 8;
 
-// The value at `path`, with "id" as the entity's id.
-const JsonValue* ValueAt(const Path& path, const std::string& id, const JsonValue& data,
-                         JsonValue* scratch, JsonAllocator& allocator) {
-  return EvalPath(path, id, data, scratch, allocator);
-}
-
 // The rank of a present value's JSON type in the configured order.
 int TypeRank(const JsonValue& value) {
   if (value.IsNumber()) return 0;
@@ -53,7 +47,7 @@ std::vector<std::string> SourceView::NamedIds(const Path& path, Naming naming,
                                               const std::string& id, const JsonValue& data) {
   JsonDocument scratch_doc;
   JsonValue scratch;
-  const JsonValue* value = ValueAt(path, id, data, &scratch, scratch_doc.GetAllocator());
+  const JsonValue* value = EvalPath(path, id, data, &scratch, scratch_doc.GetAllocator());
   std::vector<std::string> ids;
   if (value == nullptr) return ids;
   if (value->IsString()) {
@@ -91,13 +85,13 @@ Status SourceView::GroupsOf(const std::string& type, const Path& path, Naming na
     DENORMD_RETURN_IF_ERROR(txn_.source().LoadEntities(keys, &records));
     for (const EntityRecord& record : records) {
       if (!record.live()) continue;
-      const std::vector<std::string> named =
-          NamedIds(path, Naming::kReferences, record.key.id, *record.data);
-      for (const std::string& target : named) {
-        groups[target].push_back(record.key.id);  // ids come in ascending order
+      // Ids come in ascending order, so each list is.
+      for (const std::string& target :
+           NamedIds(path, Naming::kReferences, record.key.id, *record.data)) {
+        groups[target].push_back(record.key.id);
       }
-      if (named.size() == 1 && !NamedIds(path, Naming::kString, record.key.id, *record.data).empty()) {
-        strings[named[0]].push_back(record.key.id);
+      for (const std::string& group : NamedIds(path, Naming::kString, record.key.id, *record.data)) {
+        strings[group].push_back(record.key.id);
       }
     }
     if (ids.size() < kScanPage) break;
@@ -195,9 +189,9 @@ bool OrderedBefore(const OrderBy& order, const EntityRecord& a, const EntityReco
     JsonDocument scratch_doc;
     JsonValue scratch_a, scratch_b;
     const JsonValue* va =
-        ValueAt(order.path, a.key.id, *a.data, &scratch_a, scratch_doc.GetAllocator());
+        EvalPath(order.path, a.key.id, *a.data, &scratch_a, scratch_doc.GetAllocator());
     const JsonValue* vb =
-        ValueAt(order.path, b.key.id, *b.data, &scratch_b, scratch_doc.GetAllocator());
+        EvalPath(order.path, b.key.id, *b.data, &scratch_b, scratch_doc.GetAllocator());
     const bool pa = va != nullptr && !va->IsNull(), pb = vb != nullptr && !vb->IsNull();
     if (pa != pb) return pa;  // present first, in either direction
     if (pa) {

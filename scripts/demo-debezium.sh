@@ -73,7 +73,7 @@ sed -e "s/topic: app\.public\./topic: $PREFIX.public./" -e "s/group: denormd-app
   tests/data/debezium/config.yaml >"$CONFIG"
 step "denormd check -c $CONFIG"
 build/denormd check -c "$CONFIG"
-bash scripts/postgres.sh psql -X -q -c "drop schema if exists app_docs cascade" >/dev/null
+bash scripts/postgres.sh psql -X -q -c "set client_min_messages = warning; drop schema if exists app_docs cascade" >/dev/null
 step "denormd run -c $CONFIG --metrics-port 9465   (Ctrl-C stops it)"
 build/denormd run -c "$CONFIG" --metrics-port 9465 &
 daemon=$!

@@ -79,7 +79,7 @@ step "denormd check -c $CONFIG"
 build/denormd check -c "$CONFIG"
 # A demo run starts from a clean slate of documents; the topic keeps what
 # earlier runs published, and replaying it again changes nothing (versions).
-bash scripts/postgres.sh psql -X -q -c "drop schema if exists article cascade" >/dev/null
+bash scripts/postgres.sh psql -X -q -c "set client_min_messages = warning; drop schema if exists article cascade" >/dev/null
 step "denormd publish -c $CONFIG tests/data/article/events.jsonl"
 build/denormd publish -c "$CONFIG" tests/data/article/events.jsonl
 

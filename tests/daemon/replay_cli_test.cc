@@ -222,6 +222,10 @@ projections:
   std::string good = SourcePath("tests/data/article/config.yaml");
   EXPECT_EQ(0, RunDenormd({"check", "-c", good}, &output)) << output;
   EXPECT_NE(std::string::npos, output.find("ok: 10 entity types, 10 projections")) << output;
+  // The worked example of docs/configuration.md, "Changing projections".
+  EXPECT_EQ(0, RunDenormd({"check", "-c", SourcePath("tests/data/article/config-v2.yaml")}, &output))
+      << output;
+  EXPECT_NE(std::string::npos, output.find("ok: 10 entity types, 9 projections")) << output;
 }
 
 TEST(Cli, HelpTeachesAndBadUsageExitsTwo) {
