@@ -1457,10 +1457,17 @@ std::string NormalizedProjection(const ProjectionConfig& p) {
          NormalizedSelection(p.select) + " layout " + (stable ? "stable" : "packed");
 }
 
-std::string NormalizedProperties(const KafkaSourceConfig& kafka) {
+std::string NormalizedProperties(const std::vector<std::pair<std::string, std::string>>& properties) {
   std::string out;
-  for (const auto& property : kafka.properties) out += property.first + "=" + property.second + "\n";
+  for (const auto& property : properties) out += property.first + "=" + property.second + "\n";
   return out;
+}
+
+// How one topic's records are read: its format and the Debezium settings.
+std::string NormalizedInput(const TopicInput& input) {
+  return std::string(input.format == InputFormat::kDebezium ? "debezium" : "native") +
+         " entity " + input.entity + " id_columns " + JoinList(input.id_columns) +
+         " json_columns " + JoinList(input.json_columns);
 }
 
 }  // namespace
@@ -1479,7 +1486,17 @@ std::vector<std::string> ConfigChanges(const Config& before, const Config& after
     compare("source.kafka.topics", a.topics, b.topics);
     compare("source.kafka.group", a.group, b.group);
     compare("source.kafka.dead_letter_topic", a.dead_letter_topic, b.dead_letter_topic);
-    compare("source.kafka.properties", NormalizedProperties(a), NormalizedProperties(b));
+    compare("source.kafka.properties", NormalizedProperties(a.properties),
+            NormalizedProperties(b.properties));
+    // Each topic's input settings (format, entity, id_columns,
+    // json_columns), by topic, for the topics both name.
+    for (const TopicInput& input : b.inputs) {
+      for (const TopicInput& old : a.inputs) {
+        if (old.topic == input.topic && NormalizedInput(old) != NormalizedInput(input)) {
+          changed.push_back("source.kafka.topics." + input.topic);
+        }
+      }
+    }
   }
   compare("store.postgres", before.store.postgres, after.store.postgres);
   compare("store.schema", before.store.schema, after.store.schema);
@@ -1498,6 +1515,21 @@ std::vector<std::string> ConfigChanges(const Config& before, const Config& after
   compare("retention.max_dead_letters", before.retention.max_dead_letters,
           after.retention.max_dead_letters);
   compare("retention.interval_s", before.retention.interval_s, after.retention.interval_s);
+  if (before.feed.has_value() != after.feed.has_value()) {
+    changed.push_back("feed");
+  } else if (before.feed) {
+    const FeedConfig& a = *before.feed;
+    const FeedConfig& b = *after.feed;
+    compare("feed.brokers", a.brokers, b.brokers);
+    compare("feed.topic", a.topic, b.topic);
+    compare("feed.collections", a.collections, b.collections);
+    compare("feed.transactional_id", a.transactional_id, b.transactional_id);
+    compare("feed.progress_topic", a.progress_topic, b.progress_topic);
+    compare("feed.max_messages", a.max_messages, b.max_messages);
+    compare("feed.max_message_bytes", a.max_message_bytes, b.max_message_bytes);
+    compare("feed.poll_ms", a.poll_ms, b.poll_ms);
+    compare("feed.properties", NormalizedProperties(a.properties), NormalizedProperties(b.properties));
+  }
   compare("log.level", before.log.level, after.log.level);
   compare("log.format", before.log.format, after.log.format);
   compare("entities", before.entities, after.entities);
