@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "connectors/postgres_sql.h"
+#include "connectors/postgres_store.h"
 
 namespace denormd {
 
@@ -20,13 +21,16 @@ const std::string& OrNothing(const std::string& snapshot) {
 }  // namespace
 
 struct PostgresOutbox::Connection {
-  explicit Connection(const std::string& options) : pq(options) {
+  // The store's connection defaults and session settings (timeouts:
+  // a server that vanishes must not block the relay, and with it SIGTERM).
+  Connection(const std::string& options, const StoreConfig& store)
+      : pq(WithConnectionDefaults(options, store)) {
     // A page is the first rows of the outbox in seq order that a filter
     // keeps: an index scan on seq that stops after them, whatever the
     // backlog. A bitmap scan would visit (and sort) every row of the window
     // for every page; forbid it, and scans of the whole table, here.
     pqxx::nontransaction session(pq);
-    session.exec("set enable_bitmapscan = off; set enable_seqscan = off");
+    session.exec(SessionSettingsSql(store) + "; set enable_bitmapscan = off; set enable_seqscan = off");
   }
   pqxx::connection pq;
 };
@@ -49,7 +53,7 @@ Status PostgresOutbox::Connect() {
   if (connection_ && connection_->pq.is_open()) return Status::Ok();
   Disconnect();
   return Guard("connecting to PostgreSQL (feed relay)", [&] {
-    connection_ = std::make_unique<Connection>(connection_string_);
+    connection_ = std::make_unique<Connection>(connection_string_, config_.store);
     schema_ = connection_->pq.quote_name(config_.store.schema);
   });
 }

@@ -47,6 +47,48 @@ std::string PostgresConnectionString(const Config& config);
 // of the string.
 Status CheckConnectionString(const std::string& conninfo);
 
+// `conninfo` with denormd's connection defaults added where it does not set
+// them itself: connect_timeout (store.connect_timeout_s) and TCP keepalives
+// (a server that vanishes without closing the connection is noticed within
+// about a minute).
+std::string WithConnectionDefaults(const std::string& conninfo, const StoreConfig& store);
+
+// The session settings every connection of denormd makes first (the
+// store's, the relay's, the administration lock's): statement_timeout and
+// lock_timeout from the config, and standard_conforming_strings = on (the
+// SQL literals denormd builds double quotes only, as that setting reads
+// them).
+std::string SessionSettingsSql(const StoreConfig& store);
+
+// The one lock of everything that changes a schema's model or its index:
+// `apply`, `rebuild` and `plan`'s scratch tables. A session advisory lock,
+// held on a connection of its own that is never reopened: when that
+// connection ends, the lock is gone and Check() says so (the command must
+// then abort: another may hold the lock by now). Released on destruction.
+// Not thread-safe.
+class AdministrationLock {
+ public:
+  // Takes the lock of `config`'s schema without waiting: Busy, naming
+  // `command` and the schema, when another process holds it.
+  static Status Acquire(const Config& config, const std::string& conninfo,
+                        const std::string& command, std::unique_ptr<AdministrationLock>* out);
+  ~AdministrationLock();
+
+  // Ok while the lock is held; Fatal ("lost the lock ...") once its
+  // connection ended.
+  Status Check();
+
+  // The advisory lock's key (pg_locks: classid the high 32 bits, objid the
+  // low 32) for `schema`.
+  static int64_t Key(const std::string& schema);
+
+ private:
+  AdministrationLock() = default;
+  struct Connection;
+  std::unique_ptr<Connection> connection_;
+  std::string schema_;
+};
+
 // What `denormd status` shows.
 struct StoreSummary {
   std::vector<StoredPosition> positions;
@@ -83,6 +125,12 @@ struct StoredModel {
   std::string applying;     // "" or what an unfinished apply recorded (JSON)
 };
 
+// The comment denormd puts on every table and index it creates: its mark of
+// ownership. denormd uses and drops only relations that carry it; a schema
+// holding relations of its names without it is refused (Open), except
+// through Adopt.
+inline constexpr const char* kOwnershipMark = "denormd";
+
 class PostgresStore : public Store {
  public:
   // Does not connect; Open() does.
@@ -110,6 +158,15 @@ class PostgresStore : public Store {
   // stored model is then in stored_model(). Every transaction begun
   // afterwards is fenced on the stored epoch (StaleConfig once it moves).
   Status Open(OpenMode mode = OpenMode::kRunsThisModel);
+
+  // Marks as denormd's the tables and indexes of denormd's names (its own,
+  // and the config's collections) that exist in the schema without any
+  // comment: a store created by a release before the mark of ownership.
+  // Refuses (InvalidInput, naming it) unless `meta` has denormd's layout and
+  // records an index fingerprint or epoch, or when a collection table lacks
+  // the columns denormd gives it, or a relation carries another comment.
+  // Creates nothing; `adopted` (may be null) gets the names marked.
+  Status Adopt(std::vector<std::string>* adopted);
 
   // Reads the stored model afresh (not the one Open saw).
   Status ReadModel(StoredModel* out);
@@ -154,6 +211,10 @@ class PostgresStore : public Store {
  private:
   Status Connect();
   Status CreateTables(bool with_collections);
+  // The tables (false) and indexes (true) CreateTables makes, unquoted.
+  std::vector<std::pair<std::string, bool>> OwnedRelations(
+      const std::vector<std::string>& collections) const;
+  Status ForeignTablesError(const std::vector<std::string>& foreign, bool older_denormd) const;
   Status StaleModelError() const;
   Status ProvisionLockRows(const std::string& key_array);
 

@@ -4,12 +4,14 @@
 // the old config after the switch is fenced; a killed apply leaves the old
 // projections serving and the next apply finishes the change.
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include "connectors/postgres_store.h"
 #include "daemon/apply.h"
 #include "formats/decoder.h"
 #include "projections/derivations/registry.h"
@@ -474,6 +476,215 @@ TEST(Plan, SampleEstimatesAndLeavesNothingBehind) {
   EXPECT_EQ(std::vector<std::string>{"0"},
             Sql("select count(*) from pg_tables where schemaname = '" + schema +
                 "' and tablename like '%\\_\\_plan'"));
+}
+
+}  // namespace
+}  // namespace denormd
+
+namespace denormd {
+namespace {
+
+// issue 25: `plan` dropped an application's table whose name ended in
+// __plan. plan and apply drop only the scratch tables that carry denormd's
+// mark; an unmarked table of a scratch table's name makes the command fail
+// (naming it) instead of being used or dropped.
+TEST(Ownership, PlanAndApplyLeaveAnotherApplicationsScratchNamedTablesAlone) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  // Adds the collection book_titles; rebuilds nothing else.
+  const std::string v2 = testing::WriteTempFile("v2.yaml", ArticleText(schema, {&Changes()[1]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  for (const char* table : {"jobs__plan", "jobs__next"}) {
+    Sql("create table " + schema + "." + table + " (id int primary key, note text)");
+    Sql("insert into " + schema + "." + table + " values (1, 'the application''s row')");
+  }
+  const std::vector<std::string> row = {"1\tthe application's row"};
+
+  testing::CommandResult plan = Denormd({"plan", "-c", v2});
+  ASSERT_EQ(3, plan.code) << plan.out << plan.err;
+  EXPECT_EQ(row, Sql("select * from " + schema + ".jobs__plan"));
+  EXPECT_EQ(row, Sql("select * from " + schema + ".jobs__next"));
+  // status does not call them leftovers of denormd's.
+  testing::CommandResult status = Denormd({"status", "-c", v1});
+  EXPECT_EQ(std::string::npos, status.out.find("jobs__")) << status.out;
+
+  // A killed apply leaves its own __next tables; the next apply removes
+  // those and only those.
+  testing::CommandResult killed = testing::RunDenormdWith(
+      {{"DENORMD_POSTGRES", testing::TestPostgresUrl()}, {"DENORMD_CRASH_AT", "apply_built"}},
+      {"apply", "-c", v2});
+  ASSERT_NE(0, killed.code);
+  EXPECT_EQ(std::vector<std::string>{"1"},
+            Sql("select count(*) from pg_tables where schemaname = '" + schema +
+                "' and tablename = 'book_titles__next'"));
+  testing::CommandResult applied = Denormd({"apply", "-c", v2});
+  ASSERT_EQ(0, applied.code) << applied.out << applied.err;
+  EXPECT_NE(std::string::npos, applied.out.find("removed what an unfinished apply left"))
+      << applied.out;
+  EXPECT_EQ(row, Sql("select * from " + schema + ".jobs__plan"));
+  EXPECT_EQ(row, Sql("select * from " + schema + ".jobs__next"));
+  EXPECT_EQ(std::vector<std::string>{"0"},
+            Sql("select count(*) from pg_tables where schemaname = '" + schema +
+                "' and tablename = 'book_titles__next'"));
+}
+
+TEST(Ownership, APlanThatWouldBuildIntoAnotherApplicationsTableIsRefused) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  const std::string v2 = testing::WriteTempFile("v2.yaml", ArticleText(schema, {&Changes()[1]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  Sql("create table " + schema + ".book_titles__plan (id int primary key, note text)");
+  Sql("insert into " + schema + ".book_titles__plan values (1, 'kept')");
+  testing::CommandResult plan = Denormd({"plan", "-c", v2});
+  EXPECT_EQ(2, plan.code) << plan.out << plan.err;
+  EXPECT_NE(std::string::npos, plan.err.find("did not create (book_titles__plan)")) << plan.err;
+  EXPECT_EQ(std::vector<std::string>{"1\tkept"},
+            Sql("select * from " + schema + ".book_titles__plan"));
+}
+
+// The advisory lock's holder, by pg_locks (another connection than ours).
+std::vector<std::string> LockHolders(const std::string& schema) {
+  const uint64_t key = static_cast<uint64_t>(AdministrationLock::Key(schema));
+  return Sql("select pid from pg_locks where locktype = 'advisory' and granted and classid = " +
+             std::to_string(key >> 32) + " and objid = " + std::to_string(key & 0xffffffffu));
+}
+
+// One lock for apply, rebuild and plan: a rebuild with another file while
+// an apply builds is refused (it would bump the epoch under the apply), and
+// the apply switches to its own model.
+TEST(AdministrationLock, ARebuildWithAnotherFileDuringAnApplyIsRefused) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  const std::string v2_text = ArticleText(schema, {&Changes()[1]});
+  const std::string other = testing::WriteTempFile("other.yaml", ArticleText(schema, {&Changes()[4]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  ReconfigureOptions options;
+  options.postgres = testing::TestPostgresUrl();
+  testing::CommandResult rebuild;
+  options.at_step = [&](const char* step) {
+    if (std::string(step) == "apply_built") rebuild = Denormd({"rebuild", "-c", other});
+  };
+  ReconfigureReport report;
+  const Config target = Parse(v2_text);
+  Status status = Reconfigure(target, options, &report);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(1, rebuild.code) << rebuild.out << rebuild.err;
+  EXPECT_NE(std::string::npos, rebuild.err.find("is running on schema " + schema)) << rebuild.err;
+  EXPECT_EQ(std::vector<std::string>{"2"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(std::vector<std::string>{ModelFingerprint(target)},
+            Sql("select value from " + schema + ".meta where key = 'model_fingerprint'"));
+  EXPECT_EQ(std::vector<std::string>{}, LockHolders(schema));  // released
+}
+
+// While a rebuild holds the lock (here: taken the way rebuild takes it), a
+// plan is refused before it touches the index rows the rebuild builds; an
+// apply and another rebuild too.
+TEST(AdministrationLock, APlanDuringARebuildIsRefusedAndTouchesNothing) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1_text = ArticleText(schema, {});
+  const std::string v1 = testing::WriteTempFile("v1.yaml", v1_text);
+  const std::string v2 = testing::WriteTempFile("v2.yaml", ArticleText(schema, {&Changes()[2]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  const std::vector<std::string> refs = Sql("select * from " + schema + ".refs order by 1, 2, 3, 4, 5");
+  ASSERT_FALSE(refs.empty());
+  {
+    std::unique_ptr<AdministrationLock> rebuilding;
+    ASSERT_TRUE(AdministrationLock::Acquire(Parse(v1_text), testing::TestPostgresUrl(), "rebuild",
+                                            &rebuilding)
+                    .ok());
+    EXPECT_EQ(1u, LockHolders(schema).size());
+    for (const std::vector<std::string>& command :
+         {std::vector<std::string>{"plan", "-c", v2}, {"apply", "-c", v2}, {"rebuild", "-c", v1}}) {
+      testing::CommandResult refused = Denormd(command);
+      EXPECT_EQ(1, refused.code) << command[0] << ": " << refused.out << refused.err;
+      EXPECT_NE(std::string::npos, refused.err.find("is running on schema " + schema))
+          << command[0] << ": " << refused.err;
+    }
+    EXPECT_EQ(refs, Sql("select * from " + schema + ".refs order by 1, 2, 3, 4, 5"));
+    EXPECT_EQ(std::vector<std::string>{"0"},
+              Sql("select count(*) from pg_tables where schemaname = '" + schema +
+                  "' and tablename like '%\\_\\_plan'"));
+    EXPECT_EQ(std::vector<std::string>{"1"},
+              Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  }
+  // Released: the plan runs.
+  EXPECT_EQ(3, Denormd({"plan", "-c", v2}).code);
+}
+
+// The lock's connection killed mid-build: the lock is gone, and the apply
+// stops without switching (the epoch and model stay).
+TEST(AdministrationLock, ALostLockAbortsTheApply) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1_text = ArticleText(schema, {});
+  const std::string v1 = testing::WriteTempFile("v1.yaml", v1_text);
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  ReconfigureOptions options;
+  options.postgres = testing::TestPostgresUrl();
+  std::vector<std::string> killed;
+  options.at_step = [&](const char* step) {
+    if (std::string(step) != "apply_built") return;
+    killed = LockHolders(schema);
+    for (const std::string& pid : killed) Sql("select pg_terminate_backend(" + pid + ")");
+  };
+  ReconfigureReport report;
+  Status status = Reconfigure(Parse(ArticleText(schema, {&Changes()[1]})), options, &report);
+  EXPECT_EQ(1u, killed.size());
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(std::string::npos, status.message().find("lost the administration lock"))
+      << status.ToString();
+  EXPECT_EQ(std::vector<std::string>{"1"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(std::vector<std::string>{ModelFingerprint(Parse(v1_text))},
+            Sql("select value from " + schema + ".meta where key = 'model_fingerprint'"));
+  EXPECT_EQ(0, RunDenormd({"verify", "-c", v1}, &output)) << output;
+}
+
+// The epoch moved under the apply (a writer that bypassed the lock): the
+// switch is only from the epoch the apply read, so nothing switches.
+TEST(AdministrationLock, TheSwitchIsOnlyFromTheEpochTheApplyRead) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1_text = ArticleText(schema, {});
+  const std::string v1 = testing::WriteTempFile("v1.yaml", v1_text);
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  ReconfigureOptions options;
+  options.postgres = testing::TestPostgresUrl();
+  options.at_step = [&](const char* step) {
+    if (std::string(step) == "apply_caught_up") {
+      Sql("update " + schema + ".meta set value = '7' where key = 'epoch'");
+    }
+  };
+  ReconfigureReport report;
+  Status status = Reconfigure(Parse(ArticleText(schema, {&Changes()[1]})), options, &report);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(std::vector<std::string>{"7"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(std::vector<std::string>{ModelFingerprint(Parse(v1_text))},
+            Sql("select value from " + schema + ".meta where key = 'model_fingerprint'"));
 }
 
 }  // namespace
