@@ -753,7 +753,40 @@ Status PostgresStore::Prune(const RetentionConfig& retention, size_t chunk_rows,
       " select l.type, l.field, l.target, (select count(*) from gone) from (select 1) one"
       " left join (select * from c order by type desc, field desc, target desc limit 1) l on true",
       3, &report->zero_counts));
-  return Status::Ok();
+  if (stopped()) return Status::Ok();
+  return ClearStaleApply(&report->stale_apply_cleared, &report->stale_journal_rows);
+}
+
+Status PostgresStore::ClearStaleApply(bool* cleared, uint64_t* journal_rows) {
+  if (cleared != nullptr) *cleared = false;
+  StoredModel model;
+  DENORMD_RETURN_IF_ERROR(ReadModel(&model));
+  if (model.applying.empty()) return Status::Ok();
+  std::unique_ptr<AdministrationLock> lock;
+  Status locked = AdministrationLock::Acquire(config_, connection_string_, "prune", &lock);
+  if (locked.IsBusy()) return Status::Ok();  // the apply is running
+  DENORMD_RETURN_IF_ERROR(locked);
+  uint64_t removed = 0;
+  DENORMD_RETURN_IF_ERROR(Guard("clearing an interrupted apply's mark", [&] {
+    pqxx::work work(connection_->pq);
+    const std::string s = work.quote_name(config_.store.schema);
+    work.exec("lock table " + s + ".writers in exclusive mode");
+    // Read again under the lock: an apply that finished meanwhile removed it.
+    if (work.exec("select 1 from " + s + ".meta where key = 'applying'").empty()) return;
+    for (const auto& row : work.exec_params(
+             "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+             " where n.nspname = $1 and c.relkind = 'r' and right(c.relname, 6) = '__next'"
+             " and obj_description(c.oid, 'pg_class') = $2",
+             config_.store.schema, std::string(kOwnershipMark))) {
+      work.exec("drop table " + s + "." + work.quote_name(row[0].c_str()));
+    }
+    removed = work.exec("delete from " + s + ".apply_journal").affected_rows();
+    work.exec("delete from " + s + ".meta where key = 'applying'");
+    work.commit();
+    if (cleared != nullptr) *cleared = true;
+  }));
+  if (journal_rows != nullptr) *journal_rows = removed;
+  return lock->Check();
 }
 
 Status PostgresStore::CancelRunningStatement() {
@@ -813,6 +846,13 @@ Status AdministrationLock::Acquire(const Config& config, const std::string& conn
 }
 
 AdministrationLock::~AdministrationLock() = default;
+
+Status AdministrationLock::IsHeld(const Config& config, const std::string& conninfo, bool* held) {
+  std::unique_ptr<AdministrationLock> lock;
+  Status status = Acquire(config, conninfo, "status", &lock);
+  *held = status.IsBusy();
+  return status.IsBusy() ? Status::Ok() : status;
+}
 
 Status AdministrationLock::Check() {
   const Status lost = Status::Fatal(

@@ -78,6 +78,10 @@ class AdministrationLock {
   // connection ended.
   Status Check();
 
+  // Whether some process holds `config`'s lock now (taken and released at
+  // once when free).
+  static Status IsHeld(const Config& config, const std::string& conninfo, bool* held);
+
   // The advisory lock's key (pg_locks: classid the high 32 bits, objid the
   // low 32) for `schema`.
   static int64_t Key(const std::string& schema);
@@ -113,6 +117,10 @@ struct PruneReport {
   uint64_t dead_letters = 0;  // by age and beyond the count cap
   uint64_t lock_rows = 0;     // locks rows no batch held
   uint64_t zero_counts = 0;   // ref_counts rows at 0
+  // An `applying` mark no apply holds the lock for (a killed apply's) was
+  // removed, with its journal and its __next tables.
+  bool stale_apply_cleared = false;
+  uint64_t stale_journal_rows = 0;  // the journal rows removed with it
   uint64_t total() const { return tombstones + dead_letters + lock_rows + zero_counts; }
 };
 
@@ -201,6 +209,13 @@ class PostgresStore : public Store {
   Status Prune(const RetentionConfig& retention, size_t chunk_rows, PruneReport* report,
                const std::function<void(const PruneReport&)>& progress,
                const std::function<bool()>& stop);
+
+  // When the store records `applying` and no apply holds the
+  // administration lock (the apply was killed), removes the mark, the journal
+  // batches kept writing for it and its own __next tables, under the lock;
+  // Prune does this too. *cleared (may be null) says whether it did,
+  // *journal_rows how many journal rows went.
+  Status ClearStaleApply(bool* cleared, uint64_t* journal_rows);
 
   // Runs one SQL statement outside the engine (tests, tools). Returns rows as
   // text, tab-separated.

@@ -27,7 +27,7 @@ namespace {
 // Catch-up rounds run while batches go on until a round finds fewer changes
 // than this; the rest is taken in the switch, with the writers waiting.
 constexpr size_t kSwitchBelowChanges = 2000;
-constexpr int kMaxCatchUpRounds = 50;
+constexpr int kMaxCatchUpRounds = 1000;
 constexpr size_t kPageSize = 1000;
 
 // A live row `l` and a built row `s` are the same document (a pk that
@@ -405,6 +405,11 @@ class Reconfiguration {
     return Status::Ok();
   }
 
+  // The journal is taken in pages of this many changes (one transaction each
+  // while batches go on; several in the switch's transaction), so that no
+  // round holds more than a page in memory, however long the build took.
+  size_t JournalPage() const { return std::max<size_t>(options_.journal_page, 1); }
+
   // Step 5.
   Status CatchUp() {
     for (int round = 1; round <= kMaxCatchUpRounds; ++round) {
@@ -412,7 +417,7 @@ class Reconfiguration {
       DENORMD_RETURN_IF_ERROR(shadow_->Begin(&txn));
       DENORMD_RETURN_IF_ERROR(txn->locks().LockWriters(/*exclusive=*/false));
       std::vector<SourceRows::JournaledChange> taken;
-      DENORMD_RETURN_IF_ERROR(txn->source().TakeJournal(0, &taken));
+      DENORMD_RETURN_IF_ERROR(txn->source().TakeJournal(JournalPage(), &taken));
       DENORMD_RETURN_IF_ERROR(ApplyJournal(*txn, taken));
       DENORMD_RETURN_IF_ERROR(txn->Commit());
       Step("apply_caught_up");
@@ -509,9 +514,16 @@ class Reconfiguration {
     DENORMD_RETURN_IF_ERROR(shadow_->Begin(&txn));
     Progress("switching: waiting for the running batches to commit");
     DENORMD_RETURN_IF_ERROR(txn->locks().LockWriters(/*exclusive=*/true));
-    std::vector<SourceRows::JournaledChange> taken;
-    DENORMD_RETURN_IF_ERROR(txn->source().TakeJournal(0, &taken));
-    DENORMD_RETURN_IF_ERROR(ApplyJournal(*txn, taken));
+    // The rest of the journal, a page at a time (in order: each page is
+    // applied before the next is taken).
+    uint64_t switched_changes = 0;
+    for (;;) {
+      std::vector<SourceRows::JournaledChange> taken;
+      DENORMD_RETURN_IF_ERROR(txn->source().TakeJournal(JournalPage(), &taken));
+      if (taken.empty()) break;
+      DENORMD_RETURN_IF_ERROR(ApplyJournal(*txn, taken));
+      switched_changes += taken.size();
+    }
     std::string sql = CaptureSwitchedDocuments();
     for (const std::string& collection : report_->change.collections_dropped) {
       sql += "drop table if exists " + Table(collection) + ";";
@@ -553,7 +565,7 @@ class Reconfiguration {
     report_->switch_ms = Since(start) * 1000;
     report_->to_epoch = epoch;
     Progress("switched to epoch " + std::to_string(epoch) + " (" +
-             FormatCount(taken.size()) + " changes caught up while the writers waited)");
+             FormatCount(switched_changes) + " changes caught up while the writers waited)");
     return Status::Ok();
   }
 

@@ -506,9 +506,18 @@ int StatusCommand(const Arguments& args) {
                           "` shows how")
             << "\n";
   if (!model.applying.empty()) {
-    std::cout << "  an apply is building or was interrupted (" << model.applying
-              << "); batches journal their changes for it until it finishes; if it is not "
-                 "running, `denormd apply` again removes what it left\n";
+    bool running = false;
+    Status held = AdministrationLock::IsHeld(
+        config, args.postgres ? *args.postgres : PostgresConnectionString(config), &running);
+    if (held.ok() && !running) {
+      std::cout << "  an apply was interrupted (" << model.applying
+                << "): stale, no apply holds the lock; batches journal their changes for it "
+                   "until `denormd prune` (or `run`'s next prune, or the next `denormd apply`) "
+                   "removes it\n";
+    } else {
+      std::cout << "  an apply is building (" << model.applying
+                << "); batches journal their changes for it until it finishes\n";
+    }
   }
   if (!summary.leftover_tables.empty()) {
     std::cout << "  tables a killed plan or apply left:";
@@ -578,6 +587,10 @@ int PruneCommand(const Arguments& args) {
     std::cerr << "denormd prune: " << status.message() << " (" << FormatCount(report.total())
               << " rows removed before it)\n";
     return kExitFailure;
+  }
+  if (report.stale_apply_cleared) {
+    std::cout << "prune: removed an interrupted apply's mark, its " << FormatCount(report.stale_journal_rows)
+              << " journal rows and its __next tables (no apply held the lock)\n";
   }
   std::cout << "prune: " << FormatCount(report.tombstones) << " tombstones";
   if (retention.tombstone_hours == 0) {

@@ -409,6 +409,11 @@ class Daemon {
            {"next_in_s", interval_s}});
       return;
     }
+    if (report.stale_apply_cleared) {
+      Log(LogLevel::kWarn, "stale_apply_cleared",
+          {{"journal_rows", report.stale_journal_rows},
+           {"note", "an interrupted apply's mark, journal and __next tables were removed"}});
+    }
     Log(report.total() > 0 ? LogLevel::kInfo : LogLevel::kDebug, "pruned",
         {{"tombstones", report.tombstones}, {"dead_letters", report.dead_letters},
          {"lock_rows", report.lock_rows}, {"zero_counts", report.zero_counts},
@@ -419,9 +424,9 @@ class Daemon {
   // manager, reads the file again and applies what may change live.
   void Reload() {
     notifier_->Notify("RELOADING=1\nMONOTONIC_USEC=" + std::to_string(MonotonicMicros()) +
-                      "\nSTATUS=reloading " + running_.path);
+                      "\nSTATUS=reloading " + OneLine(running_.path));
     const std::string outcome = ApplyReload();
-    notifier_->Notify("READY=1\nSTATUS=" + ConsumingStatus() + "; " + outcome);
+    notifier_->Notify("READY=1\nSTATUS=" + ConsumingStatus() + "; " + OneLine(outcome));
   }
 
   // Returns the outcome for STATUS=; logs config_reloaded or
@@ -472,8 +477,10 @@ class Daemon {
     for (const std::string& topic : running_.kafka->topics) {
       topics += (topics.empty() ? "" : ",") + topic;
     }
-    return "consuming " + topics + " as group " + running_.kafka->group + " into schema " +
-           running_.store.schema;
+    // One line whatever the config's strings hold (a newline would start
+    // another assignment to the service manager).
+    return OneLine("consuming " + topics + " as group " + running_.kafka->group +
+                   " into schema " + running_.store.schema);
   }
 
   void UpdateLag() {
