@@ -241,6 +241,7 @@ class Daemon {
     }
     if (!opened.ok()) return Shutdown(StartFailed(*notifier_, opened, kExitUsage));
     if (g_stop.load()) return Shutdown(kExitOk);
+    WarnOfStaleApply();
     if (engine_.config.feed && options_.relay) {
       // After the store is open: the outbox exists.
       relay_ = std::make_unique<RelayThread>(engine_.config, options_.postgres, &metrics_);
@@ -418,6 +419,20 @@ class Daemon {
         {{"tombstones", report.tombstones}, {"dead_letters", report.dead_letters},
          {"lock_rows", report.lock_rows}, {"zero_counts", report.zero_counts},
          {"ms", seconds * 1000}});
+  }
+
+  // An `applying` mark no apply holds the lock for (a killed apply's):
+  // every batch journals for it until a prune or the next apply removes it.
+  void WarnOfStaleApply() {
+    if (engine_.store.stored_model().applying.empty()) return;
+    bool running = false;
+    if (!AdministrationLock::IsHeld(engine_.config, options_.postgres, &running).ok() || running) {
+      return;
+    }
+    Log(LogLevel::kWarn, "stale_apply_mark",
+        {{"schema", engine_.config.store.schema},
+         {"note", "an interrupted apply's mark: batches journal for it until `denormd prune` "
+                  "(or this process's next prune, or the next `denormd apply`) removes it"}});
   }
 
   // SIGHUP, between two batches (the loop's thread): tells the service
