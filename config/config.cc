@@ -670,9 +670,18 @@ void ConfigParser::ReadSource(const Item& item, Config* config) {
   KafkaSourceConfig out;
   if (Require(kafka_item, kafka, "brokers")) ReadNonEmptyString(kafka.at("brokers"), &out.brokers);
   if (Require(kafka_item, kafka, "topics")) ReadTopics(kafka.at("topics"), &out);
-  if (Require(kafka_item, kafka, "group")) ReadNonEmptyString(kafka.at("group"), &out.group);
-  if (kafka.count("dead_letter_topic")) {
-    ReadString(kafka.at("dead_letter_topic"), &out.dead_letter_topic);
+  if (Require(kafka_item, kafka, "group") &&
+      ReadNonEmptyString(kafka.at("group"), &out.group) &&
+      std::any_of(out.group.begin(), out.group.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    Error(kafka.at("group"), "the group must not contain control characters (a line break, a tab)");
+  }
+  if (kafka.count("dead_letter_topic") &&
+      ReadString(kafka.at("dead_letter_topic"), &out.dead_letter_topic) &&
+      !out.dead_letter_topic.empty() && !IsKafkaTopicName(out.dead_letter_topic)) {
+    Error(kafka.at("dead_letter_topic"),
+          "topic " + Quote(out.dead_letter_topic) +
+              " is not a valid Kafka topic name (1 to 249 letters, digits, '.', '_', '-')");
   }
   if (kafka.count("properties") && ExpectMap(kafka.at("properties"))) {
     for (const Entry& entry : Entries(kafka.at("properties"))) {
@@ -718,14 +727,23 @@ void ConfigParser::ReadTopics(const Item& item, KafkaSourceConfig* out) {
 // {topic, format, entity, id_columns, json_columns}.
 bool ConfigParser::ReadTopic(const Item& item, TopicInput* out) {
   out->place = item.place;
-  if (item.node.IsScalar()) return ReadNonEmptyString(item, &out->topic);
+  // A name (not a pattern) librdkafka could not subscribe to fails the start.
+  const auto valid_name = [this](const Item& at, const std::string& topic) {
+    if (topic.empty() || topic[0] == '^' || IsKafkaTopicName(topic)) return true;
+    Error(at, "topic " + Quote(topic) +
+                  " is not a valid Kafka topic name (1 to 249 letters, digits, '.', '_', '-'; "
+                  "a pattern starts with '^')");
+    return false;
+  };
+  if (item.node.IsScalar()) return ReadNonEmptyString(item, &out->topic) && valid_name(item, out->topic);
   if (!item.node.IsMap()) {
     Error(item, "expected a topic name or a map with \"topic\" and \"format\", found " +
                     Describe(item.node));
     return false;
   }
   const auto keys = ReadKeys(item, kTopicKeys);
-  if (!Require(item, keys, "topic") || !ReadNonEmptyString(keys.at("topic"), &out->topic)) {
+  if (!Require(item, keys, "topic") || !ReadNonEmptyString(keys.at("topic"), &out->topic) ||
+      !valid_name(keys.at("topic"), out->topic)) {
     return false;
   }
   bool ok = true;

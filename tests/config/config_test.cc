@@ -1016,5 +1016,23 @@ TEST(ConfigBoundsTest, TheFeedsCountsAndTransactionalIdMustWork) {
   ExpectOnlyError(head + "  poll_ms: 60001\n", "must be at most 60000", 10, "feed.poll_ms");
 }
 
+TEST(ConfigBoundsTest, KafkaNamesMustWorkAtRunTime) {
+  const std::string tail = "store: {schema: lib}\nentities: [a]\nprojections: {p: {from: a}}\n";
+  ExpectOnlyError("source:\n  kafka:\n    brokers: k:1\n    topics: [\"my topic\"]\n    group: g\n" + tail,
+                  "topic \"my topic\" is not a valid Kafka topic name", 4, "source.kafka.topics[0]");
+  ExpectOnlyError("source:\n  kafka:\n    brokers: k:1\n    topics: [{topic: \"a b\", format: native}]\n"
+                  "    group: g\n" + tail,
+                  "topic \"a b\" is not a valid Kafka topic name", 4, "source.kafka.topics[0].topic");
+  ExpectOnlyError("source:\n  kafka:\n    brokers: k:1\n    topics: [t]\n    group: \"g\\nREADY=1\"\n" + tail,
+                  "must not contain control characters", 5, "source.kafka.group");
+  ExpectOnlyError("source:\n  kafka:\n    brokers: k:1\n    topics: [t]\n    group: g\n"
+                  "    dead_letter_topic: \"dead letters\"\n" + tail,
+                  "is not a valid Kafka topic name", 6, "source.kafka.dead_letter_topic");
+  // Patterns stay patterns.
+  EXPECT_EQ(MustParse("source:\n  kafka:\n    brokers: k:1\n    topics: [\"^app\\\\..*\"]\n    group: g\n" + tail)
+                .kafka->topics.size(),
+            1u);
+}
+
 }  // namespace
 }  // namespace denormd
