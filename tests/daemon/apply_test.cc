@@ -793,5 +793,30 @@ TEST(ApplyJournal, AStaleApplyingMarkIsShownAndClearedByPrune) {
   EXPECT_EQ(0, applied.code) << applied.out << applied.err;
 }
 
+// rebuild records its model only from the epoch its Open read: one that
+// moved meanwhile (an apply switched) is not overwritten.
+TEST(AdministrationLock, RebuildRecordsItsModelOnlyFromTheEpochItRead) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1_text = ArticleText(schema, {});
+  const std::string v1 = testing::WriteTempFile("v1.yaml", v1_text);
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  Config other = Parse(ArticleText(schema, {&Changes()[4]}));
+  other.store.postgres = testing::TestPostgresUrl();
+  Engine engine(other, testing::TestPostgresUrl());
+  ASSERT_TRUE(engine.store.Open(PostgresStore::OpenMode::kBuild).ok());
+  Sql("update " + schema + ".meta set value = '5' where key = 'epoch'");
+  Status recorded = engine.store.RecordModel();
+  EXPECT_TRUE(recorded.IsStaleConfig()) << recorded.ToString();
+  EXPECT_NE(std::string::npos, recorded.message().find("epoch is no longer 1")) << recorded.message();
+  EXPECT_EQ(std::vector<std::string>{"5"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(std::vector<std::string>{ModelFingerprint(Parse(v1_text))},
+            Sql("select value from " + schema + ".meta where key = 'model_fingerprint'"));
+}
+
 }  // namespace
 }  // namespace denormd
