@@ -7,9 +7,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <pqxx/pqxx>
 #include <rapidjson/document.h>
 
 #include "connectors/postgres_store.h"
@@ -816,6 +818,40 @@ TEST(AdministrationLock, RebuildRecordsItsModelOnlyFromTheEpochItRead) {
             Sql("select value from " + schema + ".meta where key = 'epoch'"));
   EXPECT_EQ(std::vector<std::string>{ModelFingerprint(Parse(v1_text))},
             Sql("select value from " + schema + ".meta where key = 'model_fingerprint'"));
+}
+
+// A real rebuild, held inside its reindex (the test's transaction holds the
+// index table), has taken the lock before reading the model: a plan started
+// then is refused and deletes no index row; the rebuild then finishes.
+TEST(AdministrationLock, APlanDuringARunningRebuildIsRefused) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  const std::string v2 = testing::WriteTempFile("v2.yaml", ArticleText(schema, {&Changes()[2]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  const std::vector<std::string> refs =
+      Sql("select * from " + schema + ".refs order by 1, 2, 3, 4, 5");
+  pqxx::connection holder(testing::TestPostgresUrl());
+  auto hold = std::make_unique<pqxx::work>(holder);
+  hold->exec("lock table " + schema + ".refs in access exclusive mode");
+  testing::CommandResult rebuild;
+  std::thread rebuilding([&] { rebuild = Denormd({"rebuild", "-c", v1}); });
+  // The rebuild holds the administration lock (and waits for the table).
+  const bool locked = testing::WaitUntil([&] { return LockHolders(schema).size() == 1; }, 30);
+  testing::CommandResult plan;
+  if (locked) plan = Denormd({"plan", "-c", v2});
+  hold->abort();
+  hold.reset();
+  rebuilding.join();
+  ASSERT_TRUE(locked);
+  EXPECT_EQ(1, plan.code) << plan.out << plan.err;
+  EXPECT_NE(std::string::npos, plan.err.find("is running on schema " + schema)) << plan.err;
+  EXPECT_EQ(0, rebuild.code) << rebuild.out << rebuild.err;
+  EXPECT_EQ(refs, Sql("select * from " + schema + ".refs order by 1, 2, 3, 4, 5"));
+  EXPECT_EQ(0, RunDenormd({"verify", "-c", v1}, &output)) << output;
 }
 
 }  // namespace
