@@ -854,5 +854,37 @@ TEST(AdministrationLock, APlanDuringARunningRebuildIsRefused) {
   EXPECT_EQ(0, RunDenormd({"verify", "-c", v1}, &output)) << output;
 }
 
+// The lock's connection of a running rebuild killed: the rebuild stops
+// before it records anything (the model and epoch stay).
+TEST(AdministrationLock, ARebuildThatLostItsLockRecordsNothing) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1_text = ArticleText(schema, {});
+  const std::string v1 = testing::WriteTempFile("v1.yaml", v1_text);
+  const std::string other = testing::WriteTempFile("other.yaml", ArticleText(schema, {&Changes()[4]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  pqxx::connection holder(testing::TestPostgresUrl());
+  auto hold = std::make_unique<pqxx::work>(holder);
+  hold->exec("lock table " + schema + ".refs in access exclusive mode");
+  testing::CommandResult rebuild;
+  std::thread rebuilding([&] { rebuild = Denormd({"rebuild", "-c", other}); });
+  std::vector<std::string> holders;
+  testing::WaitUntil([&] { return (holders = LockHolders(schema)).size() == 1; }, 30);
+  for (const std::string& pid : holders) Sql("select pg_terminate_backend(" + pid + ")");
+  hold->abort();
+  hold.reset();
+  rebuilding.join();
+  ASSERT_EQ(1u, holders.size());
+  EXPECT_EQ(1, rebuild.code) << rebuild.out << rebuild.err;
+  EXPECT_NE(std::string::npos, rebuild.err.find("lost the administration lock")) << rebuild.err;
+  EXPECT_EQ(std::vector<std::string>{"1"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(std::vector<std::string>{ModelFingerprint(Parse(v1_text))},
+            Sql("select value from " + schema + ".meta where key = 'model_fingerprint'"));
+}
+
 }  // namespace
 }  // namespace denormd
