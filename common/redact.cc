@@ -55,7 +55,8 @@ size_t ValueEnd(const std::string& text, size_t i) {
 bool IsSecretKey(const std::string& key) {
   const std::string k = Lower(key);
   for (const char* word : {"password", "passwd", "pwd", "secret", "token", "credential", "apikey",
-                           "api_key", "api.key", "private.key", "private_key"}) {
+                           "api_key", "api.key", "private.key", "private_key", "ssl.key",
+                           "keystore", "jaas", "oauthbearer.config"}) {
     if (k.find(word) != std::string::npos) return true;
   }
   return false;

@@ -12,8 +12,11 @@ namespace denormd {
 //   the password of a URL's user info   postgresql://ann:***@db:5432/x
 //   the value of a key=value or key: value pair whose key names a secret
 //   (password, passwd, pwd, secret, token, credential, api key, private key,
-//   in any case, e.g. password=, sasl.password=, ssl.key.password=,
-//   sasl.oauthbearer.client.secret=), quoted values included.
+//   ssl.key, keystore, jaas, oauthbearer.config, in any case, e.g.
+//   password=, sasl.password=, ssl.key.password=, ssl.key.pem=,
+//   sasl.jaas.config=, sasl.oauthbearer.client.secret=), quoted values
+//   included. librdkafka property values are never printed at all, whatever
+//   their key (connectors/kafka_client.h).
 std::string RedactSecrets(const std::string& text);
 
 // Whether a property or parameter name names a secret (as above).

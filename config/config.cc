@@ -36,6 +36,20 @@ const KeyList kSourceKeys = {"kafka"};
 const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
 const KeyList kTopicKeys = {"topic", "format", "entity", "id_columns", "json_columns"};
 const KeyList kDebeziumOnlyKeys = {"entity", "id_columns", "json_columns"};
+// Upper bounds of the numbers `check` accepts: past them a value fails or
+// misbehaves at run time (docs/architecture.md, "Limits and bad input").
+constexpr uint64_t kMaxConnectTimeoutS = 3600;
+constexpr uint64_t kMaxPostgresMs = 2147483647;  // PostgreSQL's timeouts are int milliseconds
+constexpr uint64_t kMaxBatchEvents = 1000000;
+constexpr uint64_t kMaxEventBytes = 256u << 20;
+constexpr uint64_t kMaxDelayMs = 60000;
+constexpr uint64_t kMaxDayS = 86400;
+constexpr uint64_t kMaxFeedMessages = 1000000;
+constexpr uint64_t kMaxMessageBytes = 1000000000;
+constexpr uint64_t kMaxRetentionDays = 36500;
+constexpr uint64_t kMaxRows = 9223372036854775807ull;
+constexpr uint64_t kMaxBucketSize = 1000000;
+
 const KeyList kStoreKeys = {"postgres", "schema", "connect_timeout_s", "statement_timeout_ms",
                             "lock_timeout_ms"};
 const KeyList kFeedKeys = {"brokers",      "topic",          "collections",       "transactional_id",
@@ -367,6 +381,9 @@ class ConfigParser {
   bool ReadString(const Item& item, std::string* out);
   bool ReadNonEmptyString(const Item& item, std::string* out);
   bool ReadUint(const Item& item, uint64_t min, uint64_t* out);
+  // ReadUint, and at most `max` (`why` says what a larger value would do).
+  bool ReadBoundedUint(const Item& item, uint64_t min, uint64_t max, const std::string& why,
+                       uint64_t* out);
   bool ReadStringList(const Item& item, bool non_empty, std::vector<std::string>* out);
   bool ReadPath(const Item& item, Path* out);
   bool ReadOrderBy(const Item& item, OrderBy* out);
@@ -524,6 +541,19 @@ bool ConfigParser::ReadUint(const Item& item, uint64_t min, uint64_t* out) {
   return true;
 }
 
+bool ConfigParser::ReadBoundedUint(const Item& item, uint64_t min, uint64_t max,
+                                   const std::string& why, uint64_t* out) {
+  uint64_t value = 0;
+  if (!ReadUint(item, min, &value)) return false;
+  if (value > max) {
+    Error(item, "must be at most " + std::to_string(max) + " (" + why + "), found " +
+                    std::to_string(value));
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
 bool ConfigParser::ReadStringList(const Item& item, bool non_empty,
                                   std::vector<std::string>* out) {
   if (!item.node.IsSequence()) {
@@ -658,9 +688,18 @@ void ConfigParser::ReadSource(const Item& item, Config* config) {
   KafkaSourceConfig out;
   if (Require(kafka_item, kafka, "brokers")) ReadNonEmptyString(kafka.at("brokers"), &out.brokers);
   if (Require(kafka_item, kafka, "topics")) ReadTopics(kafka.at("topics"), &out);
-  if (Require(kafka_item, kafka, "group")) ReadNonEmptyString(kafka.at("group"), &out.group);
-  if (kafka.count("dead_letter_topic")) {
-    ReadString(kafka.at("dead_letter_topic"), &out.dead_letter_topic);
+  if (Require(kafka_item, kafka, "group") &&
+      ReadNonEmptyString(kafka.at("group"), &out.group) &&
+      std::any_of(out.group.begin(), out.group.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    Error(kafka.at("group"), "the group must not contain control characters (a line break, a tab)");
+  }
+  if (kafka.count("dead_letter_topic") &&
+      ReadString(kafka.at("dead_letter_topic"), &out.dead_letter_topic) &&
+      !out.dead_letter_topic.empty() && !IsKafkaTopicName(out.dead_letter_topic)) {
+    Error(kafka.at("dead_letter_topic"),
+          "topic " + Quote(out.dead_letter_topic) +
+              " is not a valid Kafka topic name (1 to 249 letters, digits, '.', '_', '-')");
   }
   if (kafka.count("properties") && ExpectMap(kafka.at("properties"))) {
     for (const Entry& entry : Entries(kafka.at("properties"))) {
@@ -706,14 +745,23 @@ void ConfigParser::ReadTopics(const Item& item, KafkaSourceConfig* out) {
 // {topic, format, entity, id_columns, json_columns}.
 bool ConfigParser::ReadTopic(const Item& item, TopicInput* out) {
   out->place = item.place;
-  if (item.node.IsScalar()) return ReadNonEmptyString(item, &out->topic);
+  // A name (not a pattern) librdkafka could not subscribe to fails the start.
+  const auto valid_name = [this](const Item& at, const std::string& topic) {
+    if (topic.empty() || topic[0] == '^' || IsKafkaTopicName(topic)) return true;
+    Error(at, "topic " + Quote(topic) +
+                  " is not a valid Kafka topic name (1 to 249 letters, digits, '.', '_', '-'; "
+                  "a pattern starts with '^')");
+    return false;
+  };
+  if (item.node.IsScalar()) return ReadNonEmptyString(item, &out->topic) && valid_name(item, out->topic);
   if (!item.node.IsMap()) {
     Error(item, "expected a topic name or a map with \"topic\" and \"format\", found " +
                     Describe(item.node));
     return false;
   }
   const auto keys = ReadKeys(item, kTopicKeys);
-  if (!Require(item, keys, "topic") || !ReadNonEmptyString(keys.at("topic"), &out->topic)) {
+  if (!Require(item, keys, "topic") || !ReadNonEmptyString(keys.at("topic"), &out->topic) ||
+      !valid_name(keys.at("topic"), out->topic)) {
     return false;
   }
   bool ok = true;
@@ -786,28 +834,36 @@ void ConfigParser::ReadStore(const Item& item, Config* config) {
     ReadSqlName(keys.at("schema"), "schema", config->store.schema, false);
   }
   if (keys.count("connect_timeout_s")) {
-    ReadUint(keys.at("connect_timeout_s"), 1, &config->store.connect_timeout_s);
+    ReadBoundedUint(keys.at("connect_timeout_s"), 1, kMaxConnectTimeoutS, "an hour",
+                    &config->store.connect_timeout_s);
   }
   if (keys.count("statement_timeout_ms")) {
-    ReadUint(keys.at("statement_timeout_ms"), 0, &config->store.statement_timeout_ms);
+    ReadBoundedUint(keys.at("statement_timeout_ms"), 0, kMaxPostgresMs,
+                    "PostgreSQL's largest timeout", &config->store.statement_timeout_ms);
   }
   if (keys.count("lock_timeout_ms")) {
-    ReadUint(keys.at("lock_timeout_ms"), 0, &config->store.lock_timeout_ms);
+    ReadBoundedUint(keys.at("lock_timeout_ms"), 0, kMaxPostgresMs, "PostgreSQL's largest timeout",
+                    &config->store.lock_timeout_ms);
   }
 }
 
 void ConfigParser::ReadBatch(const Item& item, Config* config) {
   if (!ExpectMap(item)) return;
   const auto keys = ReadKeys(item, kBatchKeys);
-  if (keys.count("max_events")) ReadUint(keys.at("max_events"), 1, &config->batch.max_events);
+  if (keys.count("max_events")) {
+    ReadBoundedUint(keys.at("max_events"), 1, kMaxBatchEvents,
+                    "a batch is one transaction held in memory", &config->batch.max_events);
+  }
   if (keys.count("max_event_bytes")) {
-    ReadUint(keys.at("max_event_bytes"), 1024, &config->batch.max_event_bytes);
+    ReadBoundedUint(keys.at("max_event_bytes"), 1024, kMaxEventBytes,
+                    "256 MiB: PostgreSQL's jsonb holds less", &config->batch.max_event_bytes);
   }
   if (keys.count("max_delay_ms")) {
-    ReadUint(keys.at("max_delay_ms"), 0, &config->batch.max_delay_ms);
+    ReadBoundedUint(keys.at("max_delay_ms"), 0, kMaxDelayMs, "a minute",
+                    &config->batch.max_delay_ms);
   }
   if (keys.count("stuck_after_s")) {
-    ReadUint(keys.at("stuck_after_s"), 1, &config->batch.stuck_after_s);
+    ReadBoundedUint(keys.at("stuck_after_s"), 1, kMaxDayS, "a day", &config->batch.stuck_after_s);
   }
 }
 
@@ -836,15 +892,34 @@ void ConfigParser::ReadFeed(const Item& item, Config* config) {
   if (!keys.count("topic") && !keys.count("collections")) {
     Error(item, "give \"topic\" (every collection), \"collections\" (collection: topic) or both");
   }
-  if (keys.count("transactional_id")) {
-    ReadNonEmptyString(keys.at("transactional_id"), &feed.transactional_id);
+  // The relay's Kafka transactional.id and the key of its progress records;
+  // the default progress topic is derived from it.
+  if (keys.count("transactional_id") &&
+      ReadNonEmptyString(keys.at("transactional_id"), &feed.transactional_id)) {
+    if (!IsKafkaTopicName(feed.transactional_id)) {
+      Error(keys.at("transactional_id"),
+            "transactional_id " + Quote(feed.transactional_id) +
+                " must be 1 to 249 letters, digits, '.', '_', '-' (it names the relay in Kafka "
+                "and its progress topic)");
+    } else if (!keys.count("progress_topic") &&
+               !IsKafkaTopicName(feed.transactional_id + ".progress")) {
+      Error(keys.at("transactional_id"),
+            "transactional_id is too long to derive the progress topic \"<transactional_id>"
+            ".progress\" (249 characters at most): shorten it, or set progress_topic");
+    }
   }
   if (keys.count("progress_topic")) ReadTopic(keys.at("progress_topic"), &feed.progress_topic);
-  if (keys.count("max_messages")) ReadUint(keys.at("max_messages"), 1, &feed.max_messages);
-  if (keys.count("max_message_bytes")) {
-    ReadUint(keys.at("max_message_bytes"), 1024, &feed.max_message_bytes);
+  if (keys.count("max_messages")) {
+    ReadBoundedUint(keys.at("max_messages"), 1, kMaxFeedMessages,
+                    "one Kafka transaction held in memory", &feed.max_messages);
   }
-  if (keys.count("poll_ms")) ReadUint(keys.at("poll_ms"), 1, &feed.poll_ms);
+  if (keys.count("max_message_bytes")) {
+    ReadBoundedUint(keys.at("max_message_bytes"), 1024, kMaxMessageBytes,
+                    "librdkafka's largest message.max.bytes", &feed.max_message_bytes);
+  }
+  if (keys.count("poll_ms")) {
+    ReadBoundedUint(keys.at("poll_ms"), 1, kMaxDelayMs, "a minute", &feed.poll_ms);
+  }
   if (keys.count("properties") && ExpectMap(keys.at("properties"))) {
     for (const Entry& entry : Entries(keys.at("properties"))) {
       if (!entry.value.node.IsScalar()) {
@@ -901,14 +976,21 @@ void ConfigParser::ReadRetention(const Item& item, Config* config) {
   if (!ExpectMap(item)) return;
   const auto keys = ReadKeys(item, kRetentionKeys);
   RetentionConfig& out = config->retention;
-  if (keys.count("tombstone_hours")) ReadUint(keys.at("tombstone_hours"), 0, &out.tombstone_hours);
+  if (keys.count("tombstone_hours")) {
+    ReadBoundedUint(keys.at("tombstone_hours"), 0, kMaxRetentionDays * 24, "100 years",
+                    &out.tombstone_hours);
+  }
   if (keys.count("dead_letter_days")) {
-    ReadUint(keys.at("dead_letter_days"), 0, &out.dead_letter_days);
+    ReadBoundedUint(keys.at("dead_letter_days"), 0, kMaxRetentionDays, "100 years",
+                    &out.dead_letter_days);
   }
   if (keys.count("max_dead_letters")) {
-    ReadUint(keys.at("max_dead_letters"), 0, &out.max_dead_letters);
+    ReadBoundedUint(keys.at("max_dead_letters"), 0, kMaxRows, "PostgreSQL's bigint",
+                    &out.max_dead_letters);
   }
-  if (keys.count("interval_s")) ReadUint(keys.at("interval_s"), 0, &out.interval_s);
+  if (keys.count("interval_s")) {
+    ReadBoundedUint(keys.at("interval_s"), 0, kMaxDayS * 365, "a year", &out.interval_s);
+  }
 }
 
 void ConfigParser::ReadLog(const Item& item, Config* config) {
@@ -1056,7 +1138,10 @@ void ConfigParser::ReadBucketsProjection(const Item& item, const std::map<std::s
     }
   }
   if (Require(item, keys, "by")) ReadPath(keys.at("by"), &out->by);
-  if (keys.count("size")) ReadUint(keys.at("size"), 1, &out->size);
+  if (keys.count("size")) {
+    ReadBoundedUint(keys.at("size"), 1, kMaxBucketSize, "one document holds them all",
+                    &out->size);
+  }
   if (keys.count("order_by")) ReadOrderBy(keys.at("order_by"), &out->order_by);
   if (keys.count("select")) ReadSelection(keys.at("select"), &out->select);
   if (keys.count("field")) {
@@ -1475,10 +1560,17 @@ std::string NormalizedProjection(const ProjectionConfig& p) {
          NormalizedSelection(p.select) + " layout " + (stable ? "stable" : "packed");
 }
 
-std::string NormalizedProperties(const KafkaSourceConfig& kafka) {
+std::string NormalizedProperties(const std::vector<std::pair<std::string, std::string>>& properties) {
   std::string out;
-  for (const auto& property : kafka.properties) out += property.first + "=" + property.second + "\n";
+  for (const auto& property : properties) out += property.first + "=" + property.second + "\n";
   return out;
+}
+
+// How one topic's records are read: its format and the Debezium settings.
+std::string NormalizedInput(const TopicInput& input) {
+  return std::string(input.format == InputFormat::kDebezium ? "debezium" : "native") +
+         " entity " + input.entity + " id_columns " + JoinList(input.id_columns) +
+         " json_columns " + JoinList(input.json_columns);
 }
 
 }  // namespace
@@ -1497,7 +1589,17 @@ std::vector<std::string> ConfigChanges(const Config& before, const Config& after
     compare("source.kafka.topics", a.topics, b.topics);
     compare("source.kafka.group", a.group, b.group);
     compare("source.kafka.dead_letter_topic", a.dead_letter_topic, b.dead_letter_topic);
-    compare("source.kafka.properties", NormalizedProperties(a), NormalizedProperties(b));
+    compare("source.kafka.properties", NormalizedProperties(a.properties),
+            NormalizedProperties(b.properties));
+    // Each topic's input settings (format, entity, id_columns,
+    // json_columns), by topic, for the topics both name.
+    for (const TopicInput& input : b.inputs) {
+      for (const TopicInput& old : a.inputs) {
+        if (old.topic == input.topic && NormalizedInput(old) != NormalizedInput(input)) {
+          changed.push_back("source.kafka.topics." + input.topic);
+        }
+      }
+    }
   }
   compare("store.postgres", before.store.postgres, after.store.postgres);
   compare("store.schema", before.store.schema, after.store.schema);
@@ -1516,6 +1618,21 @@ std::vector<std::string> ConfigChanges(const Config& before, const Config& after
   compare("retention.max_dead_letters", before.retention.max_dead_letters,
           after.retention.max_dead_letters);
   compare("retention.interval_s", before.retention.interval_s, after.retention.interval_s);
+  if (before.feed.has_value() != after.feed.has_value()) {
+    changed.push_back("feed");
+  } else if (before.feed) {
+    const FeedConfig& a = *before.feed;
+    const FeedConfig& b = *after.feed;
+    compare("feed.brokers", a.brokers, b.brokers);
+    compare("feed.topic", a.topic, b.topic);
+    compare("feed.collections", a.collections, b.collections);
+    compare("feed.transactional_id", a.transactional_id, b.transactional_id);
+    compare("feed.progress_topic", a.progress_topic, b.progress_topic);
+    compare("feed.max_messages", a.max_messages, b.max_messages);
+    compare("feed.max_message_bytes", a.max_message_bytes, b.max_message_bytes);
+    compare("feed.poll_ms", a.poll_ms, b.poll_ms);
+    compare("feed.properties", NormalizedProperties(a.properties), NormalizedProperties(b.properties));
+  }
   compare("log.level", before.log.level, after.log.level);
   compare("log.format", before.log.format, after.log.format);
   compare("entities", before.entities, after.entities);

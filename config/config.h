@@ -327,8 +327,10 @@ std::string NormalizedOrderBy(const OrderBy& order_by);
 std::string NormalizedExpression(const Expression& expression);
 
 // The settings that differ between `before` and `after`, by dotted name, in
-// the order of the sections (source, store, batch, retention, log, entities,
-// projections): "source.kafka.brokers", "store.schema", "batch.max_events",
+// the order of the sections (source, store, batch, retention, feed, log,
+// entities, projections): "source.kafka.brokers",
+// "source.kafka.topics.<topic>" (its format, entity, id_columns or
+// json_columns), "store.schema", "batch.max_events", "feed.properties",
 // "retention.interval_s", "log.level", "entities", "projections.books" (one name per projection
 // added, removed or changed in meaning; a projection's place in the file and
 // the spelling of its derivations do not count). `path` is ignored. Empty

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <string>
+#include <vector>
+
 #include "common/log.h"
 #include "common/redact.h"
 
@@ -15,6 +18,25 @@ std::string Hostname() {
   return name;
 }
 
+// `text` with every occurrence of `value` (and of each of its lines, for a
+// PEM) replaced by "***".
+std::string WithoutValue(std::string text, const std::string& value) {
+  std::vector<std::string> parts = {value};
+  for (size_t start = 0; start < value.size();) {
+    size_t end = value.find('\n', start);
+    if (end == std::string::npos) end = value.size();
+    if (end - start >= 4) parts.push_back(value.substr(start, end - start));
+    start = end + 1;
+  }
+  for (const std::string& part : parts) {
+    if (part.empty()) continue;
+    for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 3)) {
+      text.replace(at, part.size(), "***");
+    }
+  }
+  return text;
+}
+
 }  // namespace
 
 Status SetKafkaProperties(RdKafka::Conf* conf,
@@ -22,9 +44,11 @@ Status SetKafkaProperties(RdKafka::Conf* conf,
   std::string error;
   for (const auto& p : props) {
     if (conf->set(p.first, p.second, error) != RdKafka::Conf::CONF_OK) {
-      const std::string value = IsSecretKey(p.first) ? "***" : p.second;
-      return Status::InvalidInput("librdkafka property " + p.first + "=" + value + ": " +
-                                  RedactSecrets(error));
+      // Only the key: any value may be a secret whatever its key's name
+      // (ssl.key.pem, sasl.jaas.config, ...), and librdkafka's message may
+      // quote it.
+      return Status::InvalidInput("librdkafka property " + p.first + " (value not shown): " +
+                                  RedactSecrets(WithoutValue(error, p.second)));
     }
   }
   return Status::Ok();

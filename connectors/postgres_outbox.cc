@@ -1,8 +1,12 @@
 #include "connectors/postgres_outbox.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include <pqxx/pqxx>
 
 #include "connectors/postgres_sql.h"
+#include "connectors/postgres_store.h"
 
 namespace denormd {
 
@@ -20,13 +24,16 @@ const std::string& OrNothing(const std::string& snapshot) {
 }  // namespace
 
 struct PostgresOutbox::Connection {
-  explicit Connection(const std::string& options) : pq(options) {
+  // The store's connection defaults and session settings (timeouts:
+  // a server that vanishes must not block the relay, and with it SIGTERM).
+  Connection(const std::string& options, const StoreConfig& store)
+      : pq(WithConnectionDefaults(options, store)) {
     // A page is the first rows of the outbox in seq order that a filter
     // keeps: an index scan on seq that stops after them, whatever the
     // backlog. A bitmap scan would visit (and sort) every row of the window
     // for every page; forbid it, and scans of the whole table, here.
     pqxx::nontransaction session(pq);
-    session.exec("set enable_bitmapscan = off; set enable_seqscan = off");
+    session.exec(SessionSettingsSql(store) + "; set enable_bitmapscan = off; set enable_seqscan = off");
   }
   pqxx::connection pq;
 };
@@ -49,7 +56,7 @@ Status PostgresOutbox::Connect() {
   if (connection_ && connection_->pq.is_open()) return Status::Ok();
   Disconnect();
   return Guard("connecting to PostgreSQL (feed relay)", [&] {
-    connection_ = std::make_unique<Connection>(connection_string_);
+    connection_ = std::make_unique<Connection>(connection_string_, config_.store);
     schema_ = connection_->pq.quote_name(config_.store.schema);
   });
 }
@@ -144,6 +151,42 @@ Status PostgresOutbox::Prune(const OutboxCursor& published, uint64_t sequence) {
         " sequence = excluded.sequence, cursor = excluded.cursor, published_at = excluded.published_at",
         OrNothing(published.through), until, published.after, config_.feed->transactional_id,
         static_cast<int64_t>(sequence), CursorText(published));
+  });
+}
+
+Status PostgresOutbox::CheckProgress(const OutboxCursor& published, uint64_t sequence,
+                                     std::string* problem) {
+  problem->clear();
+  if (!claimed_) return Status::Transient("the feed relay is not claimed");
+  for (const std::string* snapshot : {&published.through, &published.until}) {
+    if (snapshot->empty()) continue;
+    // pg_snapshot's text form: xmin:xmax:xip,... (digits, colons, commas).
+    const bool well_formed =
+        snapshot->find_first_not_of("0123456789:,") == std::string::npos &&
+        std::count(snapshot->begin(), snapshot->end(), ':') == 2;
+    if (!well_formed) {
+      *problem = "its cursor holds \"" + snapshot->substr(0, 64) + "\", not a snapshot of the store";
+      return Status::Ok();
+    }
+  }
+  return Use("checking the feed's progress", [&](pqxx::nontransaction& work) {
+    // The store's view: the transaction ids handed out so far, and the
+    // sequence recorded at the last prune (none before the first).
+    pqxx::row row = work.exec_params1(
+        "select pg_snapshot_xmax(pg_current_snapshot())::text,"
+        " greatest(pg_snapshot_xmax($1::pg_snapshot), pg_snapshot_xmax($2::pg_snapshot))::text,"
+        " (select sequence from " + schema_ + ".feed_state where relay = $3)",
+        OrNothing(published.through), OrNothing(published.until), config_.feed->transactional_id);
+    const uint64_t now = std::strtoull(row[0].c_str(), nullptr, 10);
+    const uint64_t cursor = std::strtoull(row[1].c_str(), nullptr, 10);
+    if (cursor > now) {
+      *problem = "its cursor was taken at transaction " + std::to_string(cursor) +
+                 ", after every transaction the store has begun (" + std::to_string(now) +
+                 "): it is another store's, or forged";
+    } else if (!row[2].is_null() && sequence < row[2].as<uint64_t>()) {
+      *problem = "its sequence " + std::to_string(sequence) + " is behind the " + row[2].c_str() +
+                 " the store recorded as published (an older or another feed's record)";
+    }
   });
 }
 

@@ -46,6 +46,8 @@ class PostgresOutbox : public ChangeOutbox {
   Status Read(const OutboxCursor& from, size_t max, std::vector<OutboxRow>* rows,
               OutboxCursor* next) override;
   Status Prune(const OutboxCursor& published, uint64_t sequence) override;
+  Status CheckProgress(const OutboxCursor& published, uint64_t sequence,
+                       std::string* problem) override;
   Status Lag(OutboxLag* out) override;
 
   // Drops the connection (and with it the claim).

@@ -33,9 +33,8 @@ bool IsUrl(const std::string& conninfo) {
   return conninfo.rfind("postgresql://", 0) == 0 || conninfo.rfind("postgres://", 0) == 0;
 }
 
-// `conninfo` with denormd's connection defaults added where it does not set
-// them itself: connect_timeout, and TCP keepalives (a server that vanishes
-// without closing the connection is noticed within about a minute).
+}  // namespace
+
 std::string WithConnectionDefaults(const std::string& conninfo, const StoreConfig& store) {
   const std::vector<std::pair<std::string, std::string>> defaults = {
       {"connect_timeout", std::to_string(store.connect_timeout_s)},
@@ -55,6 +54,45 @@ std::string WithConnectionDefaults(const std::string& conninfo, const StoreConfi
     }
   }
   return out;
+}
+
+std::string SessionSettingsSql(const StoreConfig& store) {
+  return "set statement_timeout = " + std::to_string(store.statement_timeout_ms) +
+         "; set lock_timeout = " + std::to_string(store.lock_timeout_ms) +
+         "; set standard_conforming_strings = on";
+}
+
+namespace {
+
+// Whether `schema`.meta has the layout denormd gives it, (key text primary
+// key, value text), and holds what denormd records first (the index
+// fingerprint or the model's epoch): a denormd store of a release before the
+// mark of ownership.
+bool LooksLikeDenormdMeta(pqxx::transaction_base& work, const std::string& schema) {
+  const std::string columns =
+      work.exec_params1("select coalesce(string_agg(column_name || ' ' || data_type, ', '"
+                        " order by ordinal_position), '') from information_schema.columns"
+                        " where table_schema = $1 and table_name = 'meta'",
+                        schema)[0]
+          .c_str();
+  if (columns != "key text, value text") return false;
+  return work.exec("select exists (select 1 from " + work.quote_name(schema) +
+                   ".meta where key in ('index', 'epoch'))")[0][0]
+      .as<bool>();
+}
+
+// Of `relations` (schema-qualified, quoted), those that exist without
+// denormd's mark of ownership, by name.
+std::vector<std::string> ForeignRelations(pqxx::transaction_base& work,
+                                          const std::vector<std::string>& relations) {
+  std::vector<std::string> foreign;
+  for (const auto& row : work.exec_params(
+           "select c.relname from unnest($1::text[]) r join pg_class c on c.oid = to_regclass(r)"
+           " where obj_description(c.oid, 'pg_class') is distinct from $2 order by 1",
+           PgTextArray(relations), std::string(kOwnershipMark))) {
+    foreign.push_back(row[0].c_str());
+  }
+  return foreign;
 }
 
 }  // namespace
@@ -77,10 +115,8 @@ struct PostgresStore::Connection {
     // A hung statement or lock wait is cancelled after the configured
     // timeouts (the batch rolls back and is retried).
     pqxx::nontransaction session(pq);
-    session.exec("set enable_seqscan = off; set enable_hashjoin = off;"
-                 " set enable_mergejoin = off;"
-                 " set statement_timeout = " + std::to_string(store.statement_timeout_ms) + ";"
-                 " set lock_timeout = " + std::to_string(store.lock_timeout_ms) + ";"
+    session.exec(SessionSettingsSql(store) + "; set enable_seqscan = off;"
+                 " set enable_hashjoin = off; set enable_mergejoin = off;"
                  " select set_config('default_toast_compression', 'lz4', false) from pg_settings"
                  " where name = 'default_toast_compression' and 'lz4' = any(enumvals)");
   }
@@ -222,11 +258,23 @@ Status PostgresStore::StaleModelError() const {
 Status PostgresStore::ReadModel(StoredModel* out) {
   DENORMD_RETURN_IF_ERROR(Connect());
   *out = StoredModel();
-  return Guard("reading the stored configuration", [&] {
+  std::vector<std::string> foreign;
+  bool older_denormd = false;
+  DENORMD_RETURN_IF_ERROR(Guard("reading the stored configuration", [&] {
     pqxx::read_transaction work(connection_->pq);
     const std::string s = work.quote_name(config_.store.schema);
     // A schema not created yet has no model (epoch 0).
     if (work.exec_params1("select to_regclass($1) is null", s + ".meta")[0].as<bool>()) return;
+    // A meta table that is not denormd's is not read.
+    if (!ForeignRelations(work, {s + ".meta"}).empty()) {
+      std::vector<std::string> relations;
+      for (const auto& relation : OwnedRelations(config_.CollectionNames())) {
+        relations.push_back(s + "." + work.quote_name(relation.first));
+      }
+      foreign = ForeignRelations(work, relations);
+      older_denormd = LooksLikeDenormdMeta(work, config_.store.schema);
+      return;
+    }
     for (const auto& row : work.exec("select key, value from " + s + ".meta where key in"
                                      " ('model', 'model_fingerprint', 'epoch', 'applying')")) {
       const std::string key = row[0].c_str();
@@ -235,18 +283,26 @@ Status PostgresStore::ReadModel(StoredModel* out) {
       if (key == "epoch") out->epoch = std::strtoull(row[1].c_str(), nullptr, 10);
       if (key == "applying") out->applying = row[1].c_str();
     }
-  });
+  }));
+  return foreign.empty() ? Status::Ok() : ForeignTablesError(foreign, older_denormd);
 }
 
 Status PostgresStore::RecordModel() {
   DENORMD_RETURN_IF_ERROR(Connect());
   const std::string fingerprint = ModelFingerprint(config_);
+  bool moved = false;
   DENORMD_RETURN_IF_ERROR(Guard("recording the configuration", [&] {
     pqxx::work work(connection_->pq);
     const std::string s = work.quote_name(config_.store.schema);
     // Alone: no batch of the old configuration is between its epoch check
     // and its commit.
     work.exec("lock table " + s + ".writers in exclusive mode");
+    // Compare and set: only from the epoch Open read (another apply or
+    // rebuild may have changed the model since).
+    moved = work.exec_params("select 1 from " + s + ".meta where key = 'epoch' and value = $1",
+                             std::to_string(epoch_))
+                .empty();
+    if (moved) return;
     work.exec_params("update " + s + ".meta set value = (value::bigint + 1)::text"
                      " where key = 'epoch' and exists (select 1 from " + s + ".meta"
                      " where key = 'model_fingerprint' and value <> $1)", fingerprint);
@@ -255,6 +311,12 @@ Status PostgresStore::RecordModel() {
                      " set value = excluded.value", config_.model_yaml, fingerprint);
     work.commit();
   }));
+  if (moved) {
+    return Status::StaleConfig("schema " + config_.store.schema + "'s epoch is no longer " +
+                               std::to_string(epoch_) +
+                               " (another command changed its model meanwhile): the model of " +
+                               config_.path + " was not recorded");
+  }
   DENORMD_RETURN_IF_ERROR(ReadModel(&model_));
   epoch_ = model_.epoch;
   return Status::Ok();
@@ -272,10 +334,54 @@ Status PostgresStore::MarkIndexCurrent() {
   });
 }
 
+std::vector<std::pair<std::string, bool>> PostgresStore::OwnedRelations(
+    const std::vector<std::string>& collections) const {
+  std::vector<std::pair<std::string, bool>> out;  // (unquoted name, is an index)
+  for (const char* table : {"entities", "refs", "ref_counts", "positions", "locks", "meta",
+                            "writers", "dead_letters", "apply_journal"}) {
+    out.emplace_back(table, false);
+  }
+  out.emplace_back("refs_by_entity", true);
+  if (config_.feed) {
+    out.emplace_back("outbox", false);
+    out.emplace_back("feed_state", false);
+    out.emplace_back("outbox_by_txid", true);
+  }
+  for (const std::string& collection : collections) {
+    out.emplace_back(collection, false);
+    for (const char* index : {"_by_pk", "_by_lo", "_by_seq", "_by_number"}) {
+      out.emplace_back(collection + index, true);
+    }
+    if (SharedCollection(config_, collection)) out.emplace_back(collection + "_key", true);
+  }
+  return out;
+}
+
+Status PostgresStore::ForeignTablesError(const std::vector<std::string>& foreign,
+                                         bool older_denormd) const {
+  std::string names;
+  for (const std::string& name : foreign) names += (names.empty() ? "" : ", ") + name;
+  if (older_denormd) {
+    return Status::InvalidInput(
+        "schema " + config_.store.schema + " holds tables of denormd's names without its mark "
+        "of ownership (" + names + "): a store made by a denormd older than the mark, or "
+        "tables of another application. If it is a denormd store, run `denormd adopt -c " +
+        config_.path + "` once to mark them as denormd's; denormd uses nothing else");
+  }
+  return Status::InvalidInput(
+      "schema " + config_.store.schema + " holds tables denormd did not create (" + names +
+      "); denormd neither uses nor drops them: set store.schema to a schema of its own, or "
+      "move them away");
+}
+
 Status PostgresStore::CreateTables(bool with_collections) {
   DENORMD_RETURN_IF_ERROR(Connect());
   const std::vector<std::string> collections =
       with_collections ? config_.CollectionNames() : std::vector<std::string>();
+  const std::vector<std::pair<std::string, bool>> owned = OwnedRelations(collections);
+  std::vector<std::string> relations;  // schema-qualified, quoted
+  std::vector<std::string> foreign;    // of those that exist, the ones without the mark
+  bool older_denormd = false;
   // Fast path: everything exists. CREATE INDEX IF NOT EXISTS takes a share
   // lock on its table even when the index exists, which would make a start
   // wait for (and stall) the batches of running instances.
@@ -283,25 +389,7 @@ Status PostgresStore::CreateTables(bool with_collections) {
   DENORMD_RETURN_IF_ERROR(Guard("checking the schema", [&] {
     pqxx::nontransaction work(connection_->pq);
     const std::string s = work.quote_name(config_.store.schema) + ".";
-    std::vector<std::string> relations;
-    for (const char* table : {"entities", "refs", "refs_by_entity", "ref_counts", "positions", "locks", "meta",
-                              "writers", "dead_letters", "apply_journal"}) {
-      relations.push_back(s + table);
-    }
-    if (config_.feed) {
-      for (const char* table : {"outbox", "outbox_by_txid", "feed_state"}) {
-        relations.push_back(s + table);
-      }
-    }
-    for (const std::string& collection : collections) {
-      relations.push_back(s + work.quote_name(collection));
-      for (const char* index : {"_by_pk", "_by_lo", "_by_seq", "_by_number"}) {
-        relations.push_back(s + work.quote_name(collection + index));
-      }
-      if (SharedCollection(config_, collection)) {
-        relations.push_back(s + work.quote_name(collection + "_key"));
-      }
-    }
+    for (const auto& relation : owned) relations.push_back(s + work.quote_name(relation.first));
     // And the newest column of the collections (added by one ALTER with the
     // other bucket columns): a table from an older release gains it.
     std::vector<std::string> collection_tables;
@@ -315,7 +403,17 @@ Status PostgresStore::CreateTables(bool with_collections) {
                                  " and a.attname = 'member_keys' and not a.attisdropped))",
                                  PgTextArray(relations), PgTextArray(collection_tables))[0]
                    .as<int>() == 0;
+    // Ownership: every relation of denormd's names that exists must carry
+    // its mark (a comment), else it is someone else's.
+    foreign = ForeignRelations(work, relations);
+    if (!foreign.empty()) {
+      // denormd's meta table of a release before the mark: (key, value) with
+      // the model's epoch recorded.
+      older_denormd = std::find(foreign.begin(), foreign.end(), "meta") != foreign.end() &&
+                      LooksLikeDenormdMeta(work, config_.store.schema);
+    }
   }));
+  if (!foreign.empty()) return ForeignTablesError(foreign, older_denormd);
   if (complete) return Status::Ok();
   return Guard("creating the schema", [&] {
     pqxx::work work(connection_->pq);
@@ -407,8 +505,78 @@ Status PostgresStore::CreateTables(bool with_collections) {
       work.exec("create index if not exists " + work.quote_name(collection + "_by_number") +
                 " on " + table + " (projection, pk, number) where number is not null");
     }
+    // The mark of ownership on what was just created (everything of
+    // denormd's names that existed already carries it: checked above).
+    for (const auto& row : work.exec_params(
+             "select r from unnest($1::text[]) r where obj_description(to_regclass(r), 'pg_class')"
+             " is null", PgTextArray(relations))) {
+      const std::string relation = row[0].c_str();
+      bool index = false;
+      for (size_t i = 0; i < relations.size(); ++i) {
+        if (relations[i] == relation) index = owned[i].second;
+      }
+      work.exec(std::string("comment on ") + (index ? "index " : "table ") + relation + " is " +
+                work.quote(std::string(kOwnershipMark)));
+    }
     work.commit();
   });
+}
+
+Status PostgresStore::Adopt(std::vector<std::string>* adopted) {
+  DENORMD_RETURN_IF_ERROR(Connect());
+  const std::vector<std::string> collections = config_.CollectionNames();
+  const std::vector<std::pair<std::string, bool>> owned = OwnedRelations(collections);
+  std::string refusal;
+  std::vector<std::string> marked;
+  DENORMD_RETURN_IF_ERROR(Guard("adopting the schema", [&] {
+    pqxx::work work(connection_->pq);
+    const std::string& schema = config_.store.schema;
+    const std::string s = work.quote_name(schema);
+    work.exec("select pg_advisory_xact_lock(" +
+              std::to_string(LockRowId("denormd schema " + schema)) + ")");
+    if (work.exec_params1("select to_regclass($1) is null", s + ".meta")[0].as<bool>()) {
+      refusal = "schema " + schema + " has no meta table: there is no denormd store to adopt";
+      return;
+    }
+    if (!LooksLikeDenormdMeta(work, schema)) {
+      refusal = "schema " + schema + "'s meta table is not denormd's (columns key text, value "
+                "text, with an index fingerprint or epoch recorded): nothing adopted";
+      return;
+    }
+    for (const std::string& collection : collections) {
+      const std::string table = s + "." + work.quote_name(collection);
+      pqxx::row row = work.exec_params1(
+          "select to_regclass($1) is not null, (select count(*) from pg_attribute a where"
+          " a.attrelid = to_regclass($1) and a.attname in ('id', 'doc', 'pk', 'projection')"
+          " and not a.attisdropped)",
+          table);
+      if (row[0].as<bool>() && row[1].as<int>() != 4) {
+        refusal = "table " + schema + "." + collection + " is not a denormd collection (it lacks "
+                  "the columns id, doc, pk, projection): nothing adopted";
+        return;
+      }
+    }
+    for (const auto& relation : owned) {
+      const std::string name = s + "." + work.quote_name(relation.first);
+      pqxx::row row = work.exec_params1(
+          "select to_regclass($1) is not null, obj_description(to_regclass($1), 'pg_class')",
+          name);
+      if (!row[0].as<bool>()) continue;
+      if (row[1].is_null()) {
+        work.exec(std::string("comment on ") + (relation.second ? "index " : "table ") + name +
+                  " is " + work.quote(std::string(kOwnershipMark)));
+        marked.push_back(relation.first);
+      } else if (row[1].c_str() != std::string(kOwnershipMark)) {
+        refusal = schema + "." + relation.first + " carries a comment that is not denormd's "
+                  "mark: nothing adopted";
+        return;
+      }
+    }
+    work.commit();
+  }));
+  if (!refusal.empty()) return Status::InvalidInput(refusal);
+  if (adopted != nullptr) *adopted = marked;
+  return Status::Ok();
 }
 
 Status PostgresStore::Begin(std::unique_ptr<StoreTransaction>* out) {
@@ -440,9 +608,11 @@ Status PostgresStore::Summarize(StoreSummary* out) {
     pqxx::read_transaction work(connection_->pq);
     const std::string s = work.quote_name(config_.store.schema);
     for (const auto& row : work.exec_params(
-             "select tablename from pg_tables where schemaname = $1 and"
-             " (right(tablename, 6) = '__next' or right(tablename, 6) = '__plan') order by 1",
-             config_.store.schema)) {
+             "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+             " where n.nspname = $1 and c.relkind = 'r' and (right(c.relname, 6) = '__next' or"
+             " right(c.relname, 6) = '__plan') and obj_description(c.oid, 'pg_class') = $2"
+             " order by 1",
+             config_.store.schema, std::string(kOwnershipMark))) {
       out->leftover_tables.push_back(row[0].c_str());
     }
     for (const auto& row : work.exec("select source, partition, position, applied, stale, dead"
@@ -583,7 +753,40 @@ Status PostgresStore::Prune(const RetentionConfig& retention, size_t chunk_rows,
       " select l.type, l.field, l.target, (select count(*) from gone) from (select 1) one"
       " left join (select * from c order by type desc, field desc, target desc limit 1) l on true",
       3, &report->zero_counts));
-  return Status::Ok();
+  if (stopped()) return Status::Ok();
+  return ClearStaleApply(&report->stale_apply_cleared, &report->stale_journal_rows);
+}
+
+Status PostgresStore::ClearStaleApply(bool* cleared, uint64_t* journal_rows) {
+  if (cleared != nullptr) *cleared = false;
+  StoredModel model;
+  DENORMD_RETURN_IF_ERROR(ReadModel(&model));
+  if (model.applying.empty()) return Status::Ok();
+  std::unique_ptr<AdministrationLock> lock;
+  Status locked = AdministrationLock::Acquire(config_, connection_string_, "prune", &lock);
+  if (locked.IsBusy()) return Status::Ok();  // the apply is running
+  DENORMD_RETURN_IF_ERROR(locked);
+  uint64_t removed = 0;
+  DENORMD_RETURN_IF_ERROR(Guard("clearing an interrupted apply's mark", [&] {
+    pqxx::work work(connection_->pq);
+    const std::string s = work.quote_name(config_.store.schema);
+    work.exec("lock table " + s + ".writers in exclusive mode");
+    // Read again under the lock: an apply that finished meanwhile removed it.
+    if (work.exec("select 1 from " + s + ".meta where key = 'applying'").empty()) return;
+    for (const auto& row : work.exec_params(
+             "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+             " where n.nspname = $1 and c.relkind = 'r' and right(c.relname, 6) = '__next'"
+             " and obj_description(c.oid, 'pg_class') = $2",
+             config_.store.schema, std::string(kOwnershipMark))) {
+      work.exec("drop table " + s + "." + work.quote_name(row[0].c_str()));
+    }
+    removed = work.exec("delete from " + s + ".apply_journal").affected_rows();
+    work.exec("delete from " + s + ".meta where key = 'applying'");
+    work.commit();
+    if (cleared != nullptr) *cleared = true;
+  }));
+  if (journal_rows != nullptr) *journal_rows = removed;
+  return lock->Check();
 }
 
 Status PostgresStore::CancelRunningStatement() {
@@ -591,6 +794,7 @@ Status PostgresStore::CancelRunningStatement() {
   if (pid == 0) return Status::Ok();
   return Guard("cancelling the running statement", [&] {
     pqxx::connection canceller(WithConnectionDefaults(connection_string_, config_.store));
+    pqxx::nontransaction(canceller).exec(SessionSettingsSql(config_.store));
     pqxx::nontransaction work(canceller);
     work.exec_params("select pg_cancel_backend($1)", pid);
   });
@@ -604,6 +808,76 @@ Status PostgresStore::Execute(const std::string& sql, std::vector<std::string>* 
     work.commit();
     RowsAsText(result, rows);
   });
+}
+
+struct AdministrationLock::Connection {
+  Connection(const std::string& options, const StoreConfig& store)
+      : pq(WithConnectionDefaults(options, store)) {
+    pqxx::nontransaction session(pq);
+    session.exec(SessionSettingsSql(store));
+  }
+  pqxx::connection pq;
+};
+
+int64_t AdministrationLock::Key(const std::string& schema) {
+  return LockRowId("denormd apply " + schema);
+}
+
+Status AdministrationLock::Acquire(const Config& config, const std::string& conninfo,
+                                   const std::string& command,
+                                   std::unique_ptr<AdministrationLock>* out) {
+  DENORMD_RETURN_IF_ERROR(CheckConnectionString(conninfo));
+  std::unique_ptr<AdministrationLock> lock(new AdministrationLock());
+  lock->schema_ = config.store.schema;
+  bool taken = false;
+  DENORMD_RETURN_IF_ERROR(Guard("taking the administration lock", [&] {
+    lock->connection_ = std::make_unique<Connection>(conninfo, config.store);
+    pqxx::nontransaction work(lock->connection_->pq);
+    taken = work.exec_params1("select pg_try_advisory_lock($1)", Key(config.store.schema))[0]
+                .as<bool>();
+  }));
+  if (!taken) {
+    return Status::Busy("another `denormd apply`, `rebuild` or `plan` is running on schema " +
+                        config.store.schema + "; `denormd " + command +
+                        "` waits for nothing: run it again when that one has finished");
+  }
+  *out = std::move(lock);
+  return Status::Ok();
+}
+
+AdministrationLock::~AdministrationLock() = default;
+
+Status AdministrationLock::IsHeld(const Config& config, const std::string& conninfo, bool* held) {
+  std::unique_ptr<AdministrationLock> lock;
+  Status status = Acquire(config, conninfo, "status", &lock);
+  *held = status.IsBusy();
+  return status.IsBusy() ? Status::Ok() : status;
+}
+
+Status AdministrationLock::Check() {
+  const Status lost = Status::Fatal(
+      "lost the administration lock of schema " + schema_ +
+      " (its connection to PostgreSQL ended; another command may hold it now): stopped "
+      "without switching anything");
+  if (!connection_ || !connection_->pq.is_open()) return lost;
+  bool held = false;
+  Status status = Guard("checking the administration lock", [&] {
+    pqxx::nontransaction work(connection_->pq);
+    held = work.exec_params1("select exists (select 1 from pg_locks where locktype = 'advisory'"
+                             " and pid = pg_backend_pid() and granted and classid = $1::oid"
+                             " and objid = $2::oid)",
+                             static_cast<int64_t>((static_cast<uint64_t>(Key(schema_)) >> 32) &
+                                                  0xffffffffu),
+                             static_cast<int64_t>(static_cast<uint64_t>(Key(schema_)) &
+                                                  0xffffffffu))[0]
+               .as<bool>();
+  });
+  // The connection is not reopened: a new session would not hold the lock.
+  if (!status.ok() || !held) {
+    connection_.reset();
+    return lost;
+  }
+  return Status::Ok();
 }
 
 }  // namespace denormd

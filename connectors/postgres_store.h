@@ -47,6 +47,52 @@ std::string PostgresConnectionString(const Config& config);
 // of the string.
 Status CheckConnectionString(const std::string& conninfo);
 
+// `conninfo` with denormd's connection defaults added where it does not set
+// them itself: connect_timeout (store.connect_timeout_s) and TCP keepalives
+// (a server that vanishes without closing the connection is noticed within
+// about a minute).
+std::string WithConnectionDefaults(const std::string& conninfo, const StoreConfig& store);
+
+// The session settings every connection of denormd makes first (the
+// store's, the relay's, the administration lock's): statement_timeout and
+// lock_timeout from the config, and standard_conforming_strings = on (the
+// SQL literals denormd builds double quotes only, as that setting reads
+// them).
+std::string SessionSettingsSql(const StoreConfig& store);
+
+// The one lock of everything that changes a schema's model or its index:
+// `apply`, `rebuild` and `plan`'s scratch tables. A session advisory lock,
+// held on a connection of its own that is never reopened: when that
+// connection ends, the lock is gone and Check() says so (the command must
+// then abort: another may hold the lock by now). Released on destruction.
+// Not thread-safe.
+class AdministrationLock {
+ public:
+  // Takes the lock of `config`'s schema without waiting: Busy, naming
+  // `command` and the schema, when another process holds it.
+  static Status Acquire(const Config& config, const std::string& conninfo,
+                        const std::string& command, std::unique_ptr<AdministrationLock>* out);
+  ~AdministrationLock();
+
+  // Ok while the lock is held; Fatal ("lost the lock ...") once its
+  // connection ended.
+  Status Check();
+
+  // Whether some process holds `config`'s lock now (taken and released at
+  // once when free).
+  static Status IsHeld(const Config& config, const std::string& conninfo, bool* held);
+
+  // The advisory lock's key (pg_locks: classid the high 32 bits, objid the
+  // low 32) for `schema`.
+  static int64_t Key(const std::string& schema);
+
+ private:
+  AdministrationLock() = default;
+  struct Connection;
+  std::unique_ptr<Connection> connection_;
+  std::string schema_;
+};
+
 // What `denormd status` shows.
 struct StoreSummary {
   std::vector<StoredPosition> positions;
@@ -71,6 +117,10 @@ struct PruneReport {
   uint64_t dead_letters = 0;  // by age and beyond the count cap
   uint64_t lock_rows = 0;     // locks rows no batch held
   uint64_t zero_counts = 0;   // ref_counts rows at 0
+  // An `applying` mark no apply holds the lock for (a killed apply's) was
+  // removed, with its journal and its __next tables.
+  bool stale_apply_cleared = false;
+  uint64_t stale_journal_rows = 0;  // the journal rows removed with it
   uint64_t total() const { return tombstones + dead_letters + lock_rows + zero_counts; }
 };
 
@@ -82,6 +132,12 @@ struct StoredModel {
   std::string yaml;         // Config::model_yaml
   std::string applying;     // "" or what an unfinished apply recorded (JSON)
 };
+
+// The comment denormd puts on every table and index it creates: its mark of
+// ownership. denormd uses and drops only relations that carry it; a schema
+// holding relations of its names without it is refused (Open), except
+// through Adopt.
+inline constexpr const char* kOwnershipMark = "denormd";
 
 class PostgresStore : public Store {
  public:
@@ -110,6 +166,15 @@ class PostgresStore : public Store {
   // stored model is then in stored_model(). Every transaction begun
   // afterwards is fenced on the stored epoch (StaleConfig once it moves).
   Status Open(OpenMode mode = OpenMode::kRunsThisModel);
+
+  // Marks as denormd's the tables and indexes of denormd's names (its own,
+  // and the config's collections) that exist in the schema without any
+  // comment: a store created by a release before the mark of ownership.
+  // Refuses (InvalidInput, naming it) unless `meta` has denormd's layout and
+  // records an index fingerprint or epoch, or when a collection table lacks
+  // the columns denormd gives it, or a relation carries another comment.
+  // Creates nothing; `adopted` (may be null) gets the names marked.
+  Status Adopt(std::vector<std::string>* adopted);
 
   // Reads the stored model afresh (not the one Open saw).
   Status ReadModel(StoredModel* out);
@@ -145,6 +210,13 @@ class PostgresStore : public Store {
                const std::function<void(const PruneReport&)>& progress,
                const std::function<bool()>& stop);
 
+  // When the store records `applying` and no apply holds the
+  // administration lock (the apply was killed), removes the mark, the journal
+  // batches kept writing for it and its own __next tables, under the lock;
+  // Prune does this too. *cleared (may be null) says whether it did,
+  // *journal_rows how many journal rows went.
+  Status ClearStaleApply(bool* cleared, uint64_t* journal_rows);
+
   // Runs one SQL statement outside the engine (tests, tools). Returns rows as
   // text, tab-separated.
   Status Execute(const std::string& sql, std::vector<std::string>* rows = nullptr);
@@ -154,6 +226,10 @@ class PostgresStore : public Store {
  private:
   Status Connect();
   Status CreateTables(bool with_collections);
+  // The tables (false) and indexes (true) CreateTables makes, unquoted.
+  std::vector<std::pair<std::string, bool>> OwnedRelations(
+      const std::vector<std::string>& collections) const;
+  Status ForeignTablesError(const std::vector<std::string>& foreign, bool older_denormd) const;
   Status StaleModelError() const;
   Status ProvisionLockRows(const std::string& key_array);
 

@@ -27,7 +27,7 @@ namespace {
 // Catch-up rounds run while batches go on until a round finds fewer changes
 // than this; the rest is taken in the switch, with the writers waiting.
 constexpr size_t kSwitchBelowChanges = 2000;
-constexpr int kMaxCatchUpRounds = 50;
+constexpr int kMaxCatchUpRounds = 1000;
 constexpr size_t kPageSize = 1000;
 
 // A live row `l` and a built row `s` are the same document (a pk that
@@ -109,6 +109,7 @@ class Reconfiguration {
       Step("apply_marked");
     }
     Status status = Build();
+    if (status.ok()) status = lock_->Check();
     if (options_.plan_only) {
       if (status.ok()) status = Count();
       Status cleaned = RemoveBuilt();
@@ -117,6 +118,7 @@ class Reconfiguration {
     DENORMD_RETURN_IF_ERROR(status);
     Step("apply_built");
     DENORMD_RETURN_IF_ERROR(CatchUp());
+    DENORMD_RETURN_IF_ERROR(lock_->Check());
     // Counted before the switch, so that the writers do not wait for it: the
     // changes the switch itself catches up are not in the counts (on a store
     // without traffic there are none, and the counts are plan's).
@@ -137,6 +139,10 @@ class Reconfiguration {
 
   // Step 1: the lock, the stored model, the comparison, leftovers.
   Status Prepare() {
+    // The lock first: the model read below is the one this command
+    // changes, and no apply, rebuild or plan changes it meanwhile.
+    DENORMD_RETURN_IF_ERROR(AdministrationLock::Acquire(
+        target_, options_.postgres, options_.plan_only ? "plan" : "apply", &lock_));
     control_ = std::make_unique<PostgresStore>(target_, options_.postgres);
     StoredModel stored;
     DENORMD_RETURN_IF_ERROR(control_->ReadModel(&stored));
@@ -168,17 +174,6 @@ class Reconfiguration {
     running_ = std::make_unique<Config>(std::move(*running));
     live_ = std::make_unique<PostgresStore>(*running_, options_.postgres);
     DENORMD_RETURN_IF_ERROR(live_->Open(PostgresStore::OpenMode::kInspect));
-    // One plan or apply at a time on a schema: a session lock, released
-    // when this process ends (however it ends).
-    std::vector<std::string> rows;
-    DENORMD_RETURN_IF_ERROR(live_->Execute(
-        "select pg_try_advisory_lock(" +
-            std::to_string(LockRowId("denormd apply " + target_.store.schema)) + ")",
-        &rows));
-    if (rows.empty() || rows[0] != "t") {
-      return Status::Fatal("another `denormd apply` or `denormd plan` is running on schema " +
-                           target_.store.schema + "; wait for it");
-    }
     if (!stored.applying.empty() && !options_.plan_only) {
       DENORMD_RETURN_IF_ERROR(RemoveLeftovers(stored.applying));
       report_->cleaned_leftovers = true;
@@ -258,34 +253,44 @@ class Reconfiguration {
   // What an unfinished apply (killed) left: its tables, its journal, its
   // mark. The index rows it built are removed by Build's first step.
   Status RemoveLeftovers(const std::string& applying) {
-    std::string sql;
     // The recorded collections (a JSON array of strings).
     std::vector<std::string> rows;
     DENORMD_RETURN_IF_ERROR(live_->Execute(
         "select x from jsonb_array_elements_text(" + Literal(applying) +
             "::jsonb->'collections') x",
         &rows));
-    for (const std::string& collection : rows) {
-      sql += "drop table if exists " + Table(collection + "__next") + ";";
-    }
     Progress("removing what an unfinished apply left (" + std::to_string(rows.size()) +
              " tables, its journal)");
     DENORMD_RETURN_IF_ERROR(DropTablesEndingIn("__next"));
-    return live_->Execute(sql + " lock table " + schema_ + ".writers in exclusive mode;"
+    return live_->Execute("lock table " + schema_ + ".writers in exclusive mode;"
                           " delete from " + schema_ + ".meta where key = 'applying';"
                           " delete from " + schema_ + ".apply_journal");
   }
 
-  // Drops every table of the schema whose name ends in `suffix` (what a
-  // killed plan or apply built; collection names never end so).
+  // Drops every table of the schema whose name ends in `suffix` and that
+  // carries denormd's mark of ownership (what a killed plan or apply built;
+  // collection names never end so). Another's table of such a name stays.
   Status DropTablesEndingIn(const std::string& suffix) {
     std::vector<std::string> tables;
     DENORMD_RETURN_IF_ERROR(live_->Execute(
-        "select tablename from pg_tables where schemaname = " + Literal(target_.store.schema) +
-            " and right(tablename, " + std::to_string(suffix.size()) + ") = " + Literal(suffix),
+        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where n.nspname = " + Literal(target_.store.schema) + " and c.relkind = 'r'"
+        " and right(c.relname, " + std::to_string(suffix.size()) + ") = " + Literal(suffix) +
+            " and obj_description(c.oid, 'pg_class') = " + Literal(kOwnershipMark),
         &tables));
+    return DropOwnTables(tables);
+  }
+
+  // Drops those of `tables` (unquoted names in the schema) that exist and
+  // carry denormd's mark of ownership; leaves any other alone.
+  Status DropOwnTables(const std::vector<std::string>& tables) {
     std::string sql;
-    for (const std::string& table : tables) sql += "drop table if exists " + Table(table) + ";";
+    for (const std::string& table : tables) {
+      const std::string name = Literal(Table(table));
+      sql += "do $$ begin if obj_description(to_regclass(" + name + "), 'pg_class') = " +
+             Literal(kOwnershipMark) + " then execute 'drop table ' || " + name +
+             "; end if; end $$;";
+    }
     return sql.empty() ? Status::Ok() : live_->Execute(sql);
   }
 
@@ -400,6 +405,11 @@ class Reconfiguration {
     return Status::Ok();
   }
 
+  // The journal is taken in pages of this many changes (one transaction each
+  // while batches go on; several in the switch's transaction), so that no
+  // round holds more than a page in memory, however long the build took.
+  size_t JournalPage() const { return std::max<size_t>(options_.journal_page, 1); }
+
   // Step 5.
   Status CatchUp() {
     for (int round = 1; round <= kMaxCatchUpRounds; ++round) {
@@ -407,7 +417,7 @@ class Reconfiguration {
       DENORMD_RETURN_IF_ERROR(shadow_->Begin(&txn));
       DENORMD_RETURN_IF_ERROR(txn->locks().LockWriters(/*exclusive=*/false));
       std::vector<SourceRows::JournaledChange> taken;
-      DENORMD_RETURN_IF_ERROR(txn->source().TakeJournal(0, &taken));
+      DENORMD_RETURN_IF_ERROR(txn->source().TakeJournal(JournalPage(), &taken));
       DENORMD_RETURN_IF_ERROR(ApplyJournal(*txn, taken));
       DENORMD_RETURN_IF_ERROR(txn->Commit());
       Step("apply_caught_up");
@@ -485,15 +495,16 @@ class Reconfiguration {
     return CountIn(*txn);
   }
 
-  // plan: what it built goes again.
+  // plan: what it built goes again (only its own tables: a table of such
+  // a name that is not denormd's stays, and made the build fail).
   Status RemoveBuilt() {
     if (!live_) return Status::Ok();
-    std::string sql;
+    std::vector<std::string> built;
     for (const std::string& collection : report_->change.collections_rebuilt) {
-      sql += "drop table if exists " + Table(collection + suffix_) + ";";
+      built.push_back(collection + suffix_);
     }
-    if (running_plan_) sql += DeleteRowsOfOtherRelations();
-    return sql.empty() ? Status::Ok() : live_->Execute(sql);
+    DENORMD_RETURN_IF_ERROR(DropOwnTables(built));
+    return running_plan_ ? live_->Execute(DeleteRowsOfOtherRelations()) : Status::Ok();
   }
 
   // Step 6.
@@ -503,9 +514,16 @@ class Reconfiguration {
     DENORMD_RETURN_IF_ERROR(shadow_->Begin(&txn));
     Progress("switching: waiting for the running batches to commit");
     DENORMD_RETURN_IF_ERROR(txn->locks().LockWriters(/*exclusive=*/true));
-    std::vector<SourceRows::JournaledChange> taken;
-    DENORMD_RETURN_IF_ERROR(txn->source().TakeJournal(0, &taken));
-    DENORMD_RETURN_IF_ERROR(ApplyJournal(*txn, taken));
+    // The rest of the journal, a page at a time (in order: each page is
+    // applied before the next is taken).
+    uint64_t switched_changes = 0;
+    for (;;) {
+      std::vector<SourceRows::JournaledChange> taken;
+      DENORMD_RETURN_IF_ERROR(txn->source().TakeJournal(JournalPage(), &taken));
+      if (taken.empty()) break;
+      DENORMD_RETURN_IF_ERROR(ApplyJournal(*txn, taken));
+      switched_changes += taken.size();
+    }
     std::string sql = CaptureSwitchedDocuments();
     for (const std::string& collection : report_->change.collections_dropped) {
       sql += "drop table if exists " + Table(collection) + ";";
@@ -519,20 +537,35 @@ class Reconfiguration {
       }
     }
     const uint64_t epoch = report_->from_epoch + 1;
+    // Compare and set: the switch is only from the epoch Prepare read.
+    std::vector<std::string> moved;
+    DENORMD_RETURN_IF_ERROR(txn->ExecuteSql(
+        "update " + schema_ + ".meta set value = " + Literal(std::to_string(epoch)) +
+            " where key = 'epoch' and value = " + Literal(std::to_string(report_->from_epoch)) +
+            " returning value",
+        &moved));
+    if (moved.size() != 1) {
+      return Status::Fatal("the store's epoch is no longer " +
+                           std::to_string(report_->from_epoch) +
+                           " (another command changed the model while this apply built): "
+                           "nothing switched");
+    }
     sql += "insert into " + schema_ + ".meta (key, value) values"
            " ('model', " + Literal(target_.model_yaml) + "),"
            " ('model_fingerprint', " + Literal(report_->to_fingerprint) + "),"
-           " ('epoch', " + Literal(std::to_string(epoch)) + "),"
            " ('index', " + Literal(target_plan_->IndexFingerprint()) + ")"
            " on conflict (key) do update set value = excluded.value;"
            " delete from " + schema_ + ".meta where key = 'applying';";
     DENORMD_RETURN_IF_ERROR(txn->ExecuteSql(sql, nullptr));
     Step("apply_switching");
+    // The lock is still held (its connection did not end): nothing else
+    // can have started changing the model.
+    DENORMD_RETURN_IF_ERROR(lock_->Check());
     DENORMD_RETURN_IF_ERROR(txn->Commit());
     report_->switch_ms = Since(start) * 1000;
     report_->to_epoch = epoch;
     Progress("switched to epoch " + std::to_string(epoch) + " (" +
-             FormatCount(taken.size()) + " changes caught up while the writers waited)");
+             FormatCount(switched_changes) + " changes caught up while the writers waited)");
     return Status::Ok();
   }
 
@@ -579,6 +612,7 @@ class Reconfiguration {
   ReconfigureReport* report_;
   const std::string suffix_;
   const std::string schema_;  // quoted
+  std::unique_ptr<AdministrationLock> lock_;  // held from Prepare on
   std::unique_ptr<PostgresStore> control_;
   std::unique_ptr<Config> running_;
   std::unique_ptr<PostgresStore> live_;

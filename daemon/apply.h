@@ -19,7 +19,7 @@
 //   4. each collection to rebuild (ModelChange) built from the source into a
 //      new table "<collection>__next" in pages (daemons keep running);
 //   5. catch-up: the journal taken and applied to the new tables in rounds
-//      while batches go on;
+//      while batches go on, a bounded page per round;
 //   6. the counts (CollectionCounts), then the switch, in one transaction
 //      that holds the writers' lock exclusively: the rest of the journal, the
 //      tables swapped
@@ -47,6 +47,9 @@ struct ReconfigureOptions {
   std::string postgres;      // connection string
   bool plan_only = false;    // plan: build, count and remove; change nothing
   double sample = 1.0;       // plan: the fraction of units built (0 < sample <= 1)
+  // apply: journal changes taken per page (a catch-up round's transaction
+  // holds one page; the switch takes the rest page by page). >= 1.
+  size_t journal_page = 5000;
   // Progress lines ("building collection books: 2,000 documents").
   std::function<void(const std::string&)> progress;
   // Called at each named step, where a crash point sits too (tests: run

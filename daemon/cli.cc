@@ -55,6 +55,10 @@ Commands:
                            online: builds what changed beside the old tables while the
                            daemons go on, catches up, then switches in one transaction;
                            running `run` instances load the new projections themselves
+  adopt                    mark a store made by a denormd older than the mark of
+                           ownership as denormd's (its tables of denormd's names, with
+                           meta of denormd's layout); other commands refuse a schema
+                           holding tables of those names without the mark
   prune                    remove what retention (in the config) no longer keeps:
                            tombstones past the horizon, old dead letters, unused lock
                            rows and zero counters; safe while instances run
@@ -340,13 +344,22 @@ int Check(const Arguments& args) {
 
 // Opens the engine the commands that use the database share: the config,
 // its plan and the store, opened. Returns an exit code (kExitOk on success).
+// With `lock`, the schema's administration lock is taken first (before the
+// store's model is read), and held in *lock.
 int OpenEngine(const Arguments& args, std::unique_ptr<Engine>* out,
-               PostgresStore::OpenMode mode = PostgresStore::OpenMode::kRunsThisModel) {
+               PostgresStore::OpenMode mode = PostgresStore::OpenMode::kRunsThisModel,
+               std::unique_ptr<AdministrationLock>* lock = nullptr) {
   std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
   std::string connection = args.postgres ? *args.postgres : PostgresConnectionString(*config);
+  Status status = Status::Ok();
+  if (lock != nullptr) status = AdministrationLock::Acquire(*config, connection, args.command, lock);
+  if (status.IsBusy()) {
+    std::cerr << "denormd " << args.command << ": " << status.message() << "\n";
+    return kExitFailure;
+  }
   *out = std::make_unique<Engine>(std::move(*config), connection);
-  Status status = (*out)->store.Open(mode);
+  if (status.ok()) status = (*out)->store.Open(mode);
   if (!status.ok()) {
     if (status.IsInvalidInput() || status.IsStaleConfig()) {
       std::cerr << "denormd " << args.command << ": " << status.message() << "\n";
@@ -429,9 +442,13 @@ int Replay(const Arguments& args) {
 
 int RebuildOrVerify(const Arguments& args, bool verify) {
   std::unique_ptr<Engine> engine;
+  // rebuild changes the index and may record its model: the lock apply and
+  // plan take, before the model is read.
+  std::unique_ptr<AdministrationLock> lock;
   if (int code = OpenEngine(args, &engine,
                             verify ? PostgresStore::OpenMode::kRunsThisModel
-                                   : PostgresStore::OpenMode::kBuild)) {
+                                   : PostgresStore::OpenMode::kBuild,
+                            verify ? nullptr : &lock)) {
     return code;
   }
   MaintenanceOptions options;
@@ -469,11 +486,14 @@ int RebuildOrVerify(const Arguments& args, bool verify) {
   // The reference index first: documents are computed through it.
   uint64_t indexed = 0;
   Status status = Reindex(engine->plan, &engine->store, options, &indexed);
+  if (status.ok()) status = lock->Check();
   if (status.ok()) status = engine->store.MarkIndexCurrent();
   BatchStats stats;
   if (status.ok()) status = Rebuild(engine->plan, &engine->store, options, &stats);
+  if (status.ok()) status = lock->Check();
   // The store now runs this file's projections (running instances of
-  // another model see the epoch move and load these).
+  // another model see the epoch move and load these); only from the epoch
+  // Open read.
   if (status.ok() && args.rest.empty()) status = engine->store.RecordModel();
   if (progress) std::fprintf(stderr, "\n");
   if (!status.ok()) {
@@ -514,9 +534,18 @@ int StatusCommand(const Arguments& args) {
                           "` shows how")
             << "\n";
   if (!model.applying.empty()) {
-    std::cout << "  an apply is building or was interrupted (" << model.applying
-              << "); batches journal their changes for it until it finishes; if it is not "
-                 "running, `denormd apply` again removes what it left\n";
+    bool running = false;
+    Status held = AdministrationLock::IsHeld(
+        config, args.postgres ? *args.postgres : PostgresConnectionString(config), &running);
+    if (held.ok() && !running) {
+      std::cout << "  an apply was interrupted (" << model.applying
+                << "): stale, no apply holds the lock; batches journal their changes for it "
+                   "until `denormd prune` (or `run`'s next prune, or the next `denormd apply`) "
+                   "removes it\n";
+    } else {
+      std::cout << "  an apply is building (" << model.applying
+                << "); batches journal their changes for it until it finishes\n";
+    }
   }
   if (!summary.leftover_tables.empty()) {
     std::cout << "  tables a killed plan or apply left:";
@@ -589,6 +618,10 @@ int PruneCommand(const Arguments& args) {
               << " rows removed before it)\n";
     return kExitFailure;
   }
+  if (report.stale_apply_cleared) {
+    std::cout << "prune: removed an interrupted apply's mark, its " << FormatCount(report.stale_journal_rows)
+              << " journal rows and its __next tables (no apply held the lock)\n";
+  }
   std::cout << "prune: " << FormatCount(report.tombstones) << " tombstones";
   if (retention.tombstone_hours == 0) {
     std::cout << " (kept: retention.tombstone_hours is 0)";
@@ -600,6 +633,26 @@ int PruneCommand(const Arguments& args) {
             << " zero counters removed (" << std::fixed;
   std::cout.precision(2);
   std::cout << SecondsSince(start) << " s)\n";
+  return kExitOk;
+}
+
+int AdoptCommand(const Arguments& args) {
+  std::optional<Config> config = LoadConfigOrReport(args);
+  if (!config) return kExitUsage;
+  const std::string connection = args.postgres ? *args.postgres : PostgresConnectionString(*config);
+  std::unique_ptr<AdministrationLock> lock;
+  Status status = AdministrationLock::Acquire(*config, connection, "adopt", &lock);
+  std::vector<std::string> adopted;
+  PostgresStore store(*config, connection);
+  if (status.ok()) status = store.Adopt(&adopted);
+  if (!status.ok()) {
+    std::cerr << "denormd adopt: " << status.message() << "\n";
+    return status.IsInvalidInput() ? kExitUsage : kExitFailure;
+  }
+  std::cout << "adopt: schema " << config->store.schema << ": " << adopted.size()
+            << " tables and indexes marked as denormd's";
+  for (size_t i = 0; i < adopted.size(); ++i) std::cout << (i == 0 ? ": " : ", ") << adopted[i];
+  std::cout << "\n";
   return kExitOk;
 }
 
@@ -745,11 +798,11 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   const std::string& c = args.command;
   bool known = c == "run" || c == "replay" || c == "rebuild" || c == "verify" || c == "status" ||
                c == "check" || c == "publish" || c == "test" || c == "prune" || c == "relay" ||
-               c == "plan" || c == "apply";
+               c == "plan" || c == "apply" || c == "adopt";
   if (!known) {
     std::cerr << "denormd: " << (c.empty() ? "no command given" : "unknown command \"" + c + "\"")
               << " (expected run, relay, replay, rebuild, verify, status, check, plan, apply, "
-                 "prune, publish or test; see --help)\n";
+                 "adopt, prune, publish or test; see --help)\n";
     return kExitUsage;
   }
   if (c != "test" && (args.expect || args.update || args.dump || !args.batch_sizes.empty())) {
@@ -762,7 +815,7 @@ int RunCommandLine(const std::vector<std::string>& argv) {
     return kExitUsage;
   }
   if ((c == "run" || c == "relay" || c == "status" || c == "check" || c == "prune" ||
-       c == "plan" || c == "apply") &&
+       c == "plan" || c == "apply" || c == "adopt") &&
       !args.rest.empty()) {
     std::cerr << "denormd " << c << ": unexpected argument \"" << args.rest[0] << "\"\n";
     return kExitUsage;
@@ -775,6 +828,7 @@ int RunCommandLine(const std::vector<std::string>& argv) {
   if (c == "publish") return Publish(args);
   if (c == "relay") return Relay(args);
   if (c == "prune") return PruneCommand(args);
+  if (c == "adopt") return AdoptCommand(args);
   if (c == "test") return Test(args);
   if (c == "plan") return PlanOrApply(args, /*plan=*/true);
   if (c == "apply") return PlanOrApply(args, /*plan=*/false);

@@ -87,6 +87,21 @@ Status FeedRelay::Start(bool* active) {
   // progress is.
   FeedProgress progress;
   DENORMD_RETURN_IF_ERROR(sink_->Open(&progress));
+  // Cross-checked with the store before anything is pruned: a progress
+  // record that is not this store's would make the prune delete changes
+  // never published.
+  std::string problem;
+  DENORMD_RETURN_IF_ERROR(outbox_->CheckProgress(progress.cursor, progress.sequence, &problem));
+  if (!problem.empty()) {
+    Log(LogLevel::kError, "feed_progress_disagrees",
+        {{"progress_topic", feed_.progress_topic},
+         {"transactional_id", feed_.transactional_id},
+         {"problem", problem},
+         {"action", "nothing pruned or published; retrying"}});
+    return Status::Fatal("the feed's progress record on " + feed_.progress_topic +
+                         " disagrees with the store: " + problem +
+                         "; nothing was pruned or published");
+  }
   progress_ = progress;
   DENORMD_RETURN_IF_ERROR(outbox_->Prune(progress_.cursor, progress_.sequence));
   *active = true;

@@ -241,6 +241,7 @@ class Daemon {
     }
     if (!opened.ok()) return Shutdown(StartFailed(*notifier_, opened, kExitUsage));
     if (g_stop.load()) return Shutdown(kExitOk);
+    WarnOfStaleApply();
     if (engine_.config.feed && options_.relay) {
       // After the store is open: the outbox exists.
       relay_ = std::make_unique<RelayThread>(engine_.config, options_.postgres, &metrics_);
@@ -409,19 +410,38 @@ class Daemon {
            {"next_in_s", interval_s}});
       return;
     }
+    if (report.stale_apply_cleared) {
+      Log(LogLevel::kWarn, "stale_apply_cleared",
+          {{"journal_rows", report.stale_journal_rows},
+           {"note", "an interrupted apply's mark, journal and __next tables were removed"}});
+    }
     Log(report.total() > 0 ? LogLevel::kInfo : LogLevel::kDebug, "pruned",
         {{"tombstones", report.tombstones}, {"dead_letters", report.dead_letters},
          {"lock_rows", report.lock_rows}, {"zero_counts", report.zero_counts},
          {"ms", seconds * 1000}});
   }
 
+  // An `applying` mark no apply holds the lock for (a killed apply's):
+  // every batch journals for it until a prune or the next apply removes it.
+  void WarnOfStaleApply() {
+    if (engine_.store.stored_model().applying.empty()) return;
+    bool running = false;
+    if (!AdministrationLock::IsHeld(engine_.config, options_.postgres, &running).ok() || running) {
+      return;
+    }
+    Log(LogLevel::kWarn, "stale_apply_mark",
+        {{"schema", engine_.config.store.schema},
+         {"note", "an interrupted apply's mark: batches journal for it until `denormd prune` "
+                  "(or this process's next prune, or the next `denormd apply`) removes it"}});
+  }
+
   // SIGHUP, between two batches (the loop's thread): tells the service
   // manager, reads the file again and applies what may change live.
   void Reload() {
     notifier_->Notify("RELOADING=1\nMONOTONIC_USEC=" + std::to_string(MonotonicMicros()) +
-                      "\nSTATUS=reloading " + running_.path);
+                      "\nSTATUS=reloading " + OneLine(running_.path));
     const std::string outcome = ApplyReload();
-    notifier_->Notify("READY=1\nSTATUS=" + ConsumingStatus() + "; " + outcome);
+    notifier_->Notify("READY=1\nSTATUS=" + ConsumingStatus() + "; " + OneLine(outcome));
   }
 
   // Returns the outcome for STATUS=; logs config_reloaded or
@@ -472,8 +492,10 @@ class Daemon {
     for (const std::string& topic : running_.kafka->topics) {
       topics += (topics.empty() ? "" : ",") + topic;
     }
-    return "consuming " + topics + " as group " + running_.kafka->group + " into schema " +
-           running_.store.schema;
+    // One line whatever the config's strings hold (a newline would start
+    // another assignment to the service manager).
+    return OneLine("consuming " + topics + " as group " + running_.kafka->group +
+                   " into schema " + running_.store.schema);
   }
 
   void UpdateLag() {

@@ -529,6 +529,21 @@ Status MemoryOutbox::Prune(const OutboxCursor& published, uint64_t sequence) {
   return Status::Ok();
 }
 
+Status MemoryOutbox::CheckProgress(const OutboxCursor& published, uint64_t sequence,
+                                   std::string* problem) {
+  problem->clear();
+  const MemoryState& state = store_->state();
+  const int64_t ahead = std::max(SeqOf(published.through), SeqOf(published.until));
+  if (ahead > state.outbox_seq) {
+    *problem = "its cursor reaches outbox seq " + std::to_string(ahead) +
+               ", past the last the store handed out (" + std::to_string(state.outbox_seq) + ")";
+  } else if (sequence < state.feed_sequence) {
+    *problem = "its sequence " + std::to_string(sequence) + " is behind the " +
+               std::to_string(state.feed_sequence) + " the store recorded as published";
+  }
+  return Status::Ok();
+}
+
 Status MemoryOutbox::Lag(OutboxLag* out) {
   const MemoryState& state = store_->state();
   out->rows = state.outbox.size();

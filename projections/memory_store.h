@@ -91,6 +91,8 @@ class MemoryOutbox : public ChangeOutbox {
   Status Read(const OutboxCursor& from, size_t max, std::vector<OutboxRow>* rows,
               OutboxCursor* next) override;
   Status Prune(const OutboxCursor& published, uint64_t sequence) override;
+  Status CheckProgress(const OutboxCursor& published, uint64_t sequence,
+                       std::string* problem) override;
   Status Lag(OutboxLag* out) override;
 
  private:

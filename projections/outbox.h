@@ -73,6 +73,14 @@ class ChangeOutbox {
   // Deletes the rows at or before `published` (they are on the feed) and
   // records `sequence` and the cursor for `denormd status`.
   virtual Status Prune(const OutboxCursor& published, uint64_t sequence) = 0;
+  // Compares a progress record (what the feed says is published) with what
+  // the store knows: its cursor must not be ahead of anything the store has
+  // handed out, and its sequence not behind the one the store recorded at
+  // its last Prune. *problem says how they disagree, "" when they agree.
+  // The relay prunes and publishes nothing on a disagreement (a forged or
+  // foreign progress record would otherwise delete the whole outbox).
+  virtual Status CheckProgress(const OutboxCursor& published, uint64_t sequence,
+                               std::string* problem) = 0;
   virtual Status Lag(OutboxLag* out) = 0;
 };
 

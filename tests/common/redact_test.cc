@@ -28,6 +28,12 @@ TEST(RedactSecrets, LeavesOrdinaryTextAlone) {
   }
   EXPECT_TRUE(IsSecretKey("sasl.password"));
   EXPECT_FALSE(IsSecretKey("bootstrap.servers"));
+  // TLS and SASL material (issue 25).
+  EXPECT_TRUE(IsSecretKey("ssl.key.pem"));
+  EXPECT_TRUE(IsSecretKey("ssl.keystore.password"));
+  EXPECT_TRUE(IsSecretKey("sasl.jaas.config"));
+  EXPECT_TRUE(IsSecretKey("sasl.oauthbearer.config"));
+  EXPECT_EQ("ssl.key.pem=*** linger.ms=5", RedactSecrets("ssl.key.pem=MIIEv linger.ms=5"));
 }
 
 }  // namespace

@@ -103,5 +103,39 @@ TEST(ConfigChanges, NamesSourceStoreEntitiesAndEachProjection) {
   EXPECT_EQ(Names{"projections.books"}, Changes(without_books));
 }
 
+// issue 25: a rotated feed password or a fixed json_columns was reported as
+// "changed: none" and stayed old until a restart. Every section is compared;
+// values are never named, only the settings.
+TEST(ConfigChanges, NamesTheFeedAndEachTopicsInputSettings) {
+  const std::string feed = "feed:\n  topic: docs\n  properties: {sasl.password: old-secret}\n";
+  const Config with_feed = Parse(std::string(kBase) + feed);
+  EXPECT_EQ(Names{}, ConfigChanges(with_feed, Parse(std::string(kBase) + feed)));
+  EXPECT_EQ(Names{"feed"}, ConfigChanges(Parse(kBase), with_feed));
+  EXPECT_EQ(Names{"feed.properties"},
+            ConfigChanges(with_feed, Parse(std::string(kBase) +
+                                           "feed:\n  topic: docs\n  properties: {sasl.password: "
+                                           "new-secret}\n")));
+  EXPECT_EQ((Names{"feed.topic", "feed.max_messages"}),
+            ConfigChanges(with_feed, Parse(std::string(kBase) +
+                                           "feed:\n  topic: docs2\n  max_messages: 5\n"
+                                           "  properties: {sasl.password: old-secret}\n")));
+
+  const std::string debezium =
+      Edited("topics: [t]", "topics: [t, {topic: app.public.books, format: debezium, entity: book}]");
+  const Config before = Parse(debezium);
+  EXPECT_EQ(Names{"source.kafka.topics.app.public.books"},
+            ConfigChanges(before, Parse(Edited("topics: [t]",
+                                               "topics: [t, {topic: app.public.books, format: "
+                                               "debezium, entity: book, json_columns: [tags]}]"))));
+  EXPECT_EQ(Names{"source.kafka.topics.app.public.books"},
+            ConfigChanges(before, Parse(Edited("topics: [t]",
+                                               "topics: [t, {topic: app.public.books, format: "
+                                               "debezium, entity: book, id_columns: [isbn]}]"))));
+  EXPECT_EQ(Names{"source.kafka.topics.t"},
+            ConfigChanges(Parse(kBase),
+                          Parse(Edited("topics: [t]",
+                                       "topics: [{topic: t, format: debezium, entity: book}]"))));
+}
+
 }  // namespace
 }  // namespace denormd

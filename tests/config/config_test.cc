@@ -976,3 +976,91 @@ TEST(ConfigThroughTest, ErrorsSayWhatIsWrongAndWhere) {
 
 }  // namespace
 }  // namespace denormd
+
+namespace denormd {
+namespace {
+
+// issue 25: values `check` accepted that fail or misbehave at run time are
+// refused, each with its place in the file.
+TEST(ConfigBoundsTest, EveryDurationAndCountHasAnUpperBound) {
+  const std::string head = std::string(kHead) + "  p: {from: book}\n";
+  struct Case {
+    std::string yaml;  // after head, on line 5
+    std::string where;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {"store: {schema: lib, statement_timeout_ms: 99999999999}\n", "store.statement_timeout_ms",
+       "must be at most 2147483647 (PostgreSQL's largest timeout), found 99999999999"},
+      {"store: {schema: lib, lock_timeout_ms: 2147483648}\n", "store.lock_timeout_ms",
+       "must be at most 2147483647"},
+      {"store: {schema: lib, connect_timeout_s: 86400}\n", "store.connect_timeout_s",
+       "must be at most 3600"},
+      {"retention: {tombstone_hours: 99999999999}\n", "retention.tombstone_hours",
+       "must be at most 876000 (100 years), found 99999999999"},
+      {"retention: {dead_letter_days: 99999999}\n", "retention.dead_letter_days",
+       "must be at most 36500"},
+      {"retention: {max_dead_letters: 18446744073709551615}\n", "retention.max_dead_letters",
+       "must be at most 9223372036854775807"},
+      {"retention: {interval_s: 18446744073709551615}\n", "retention.interval_s",
+       "must be at most 31536000 (a year), found 18446744073709551615"},
+      {"batch: {max_events: 1000001}\n", "batch.max_events", "must be at most 1000000"},
+      {"batch: {max_event_bytes: 268435457}\n", "batch.max_event_bytes", "must be at most 268435456"},
+      {"batch: {max_delay_ms: 60001}\n", "batch.max_delay_ms", "must be at most 60000"},
+      {"batch: {stuck_after_s: 86401}\n", "batch.stuck_after_s", "must be at most 86400"},
+  };
+  for (const Case& c : cases) {
+    std::string yaml = head + c.yaml;
+    // store replaces the head's.
+    if (c.yaml.rfind("store:", 0) == 0) yaml = yaml.substr(yaml.find('\n') + 1);
+    const int line = c.yaml.rfind("store:", 0) == 0 ? 4 : 5;
+    SCOPED_TRACE(c.yaml);
+    ExpectOnlyError(yaml, c.text, line, c.where);
+  }
+  // The bounds themselves are accepted.
+  const Config at_bounds = MustParse(
+      head + "retention: {tombstone_hours: 876000, interval_s: 31536000}\n"
+             "batch: {max_events: 1000000, stuck_after_s: 86400}\n");
+  EXPECT_EQ(at_bounds.retention.interval_s, 31536000u);
+  EXPECT_EQ(at_bounds.batch.max_events, 1000000u);
+}
+
+TEST(ConfigBoundsTest, TheFeedsCountsAndTransactionalIdMustWork) {
+  const std::string head = std::string(kFeedHead) + "feed:\n  topic: lib.docs\n";
+  ExpectOnlyError(head + "  transactional_id: my relay\n",
+                  "transactional_id \"my relay\" must be 1 to 249 letters, digits", 10,
+                  "feed.transactional_id");
+  ExpectOnlyError(head + "  transactional_id: " + std::string(245, 'r') + "\n",
+                  "too long to derive the progress topic", 10, "feed.transactional_id");
+  // With a progress topic of its own, a long id is fine.
+  EXPECT_EQ(MustParse(head + "  transactional_id: " + std::string(245, 'r') +
+                      "\n  progress_topic: p\n")
+                .feed->transactional_id.size(),
+            245u);
+  ExpectOnlyError(head + "  max_messages: 1000001\n", "must be at most 1000000", 10,
+                  "feed.max_messages");
+  ExpectOnlyError(head + "  max_message_bytes: 1000000001\n", "must be at most 1000000000", 10,
+                  "feed.max_message_bytes");
+  ExpectOnlyError(head + "  poll_ms: 60001\n", "must be at most 60000", 10, "feed.poll_ms");
+}
+
+TEST(ConfigBoundsTest, KafkaNamesMustWorkAtRunTime) {
+  const std::string tail = "store: {schema: lib}\nentities: [a]\nprojections: {p: {from: a}}\n";
+  ExpectOnlyError("source:\n  kafka:\n    brokers: k:1\n    topics: [\"my topic\"]\n    group: g\n" + tail,
+                  "topic \"my topic\" is not a valid Kafka topic name", 4, "source.kafka.topics[0]");
+  ExpectOnlyError("source:\n  kafka:\n    brokers: k:1\n    topics: [{topic: \"a b\", format: native}]\n"
+                  "    group: g\n" + tail,
+                  "topic \"a b\" is not a valid Kafka topic name", 4, "source.kafka.topics[0].topic");
+  ExpectOnlyError("source:\n  kafka:\n    brokers: k:1\n    topics: [t]\n    group: \"g\\nREADY=1\"\n" + tail,
+                  "must not contain control characters", 5, "source.kafka.group");
+  ExpectOnlyError("source:\n  kafka:\n    brokers: k:1\n    topics: [t]\n    group: g\n"
+                  "    dead_letter_topic: \"dead letters\"\n" + tail,
+                  "is not a valid Kafka topic name", 6, "source.kafka.dead_letter_topic");
+  // Patterns stay patterns.
+  EXPECT_EQ(MustParse("source:\n  kafka:\n    brokers: k:1\n    topics: [\"^app\\\\..*\"]\n    group: g\n" + tail)
+                .kafka->topics.size(),
+            1u);
+}
+
+}  // namespace
+}  // namespace denormd

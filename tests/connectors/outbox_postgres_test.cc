@@ -281,5 +281,52 @@ TEST(OutboxPostgresTest, OneRelayPerStoreAndStatusShowsTheLag) {
   EXPECT_TRUE(f.outbox.Read({}, 10, &rows, &next).IsTransient());  // not claimed any more
 }
 
+// issue 25: a forged record on the feed's progress topic made the relay
+// prune the whole outbox. The relay cross-checks the record with the store
+// before it prunes anything, refuses loudly on a disagreement, and goes on
+// once the feed's real progress is back.
+TEST(OutboxPostgresTest, AProgressRecordTheStoreDisagreesWithPrunesNothing) {
+  PostgresFeed f;
+  std::vector<std::string> lines = Lines("events.jsonl");
+  const size_t half = lines.size() / 2;
+  f.Apply(std::vector<std::string>(lines.begin(), lines.begin() + half));
+  f.Drain();
+  ASSERT_TRUE(f.sink.committed_progress.has_value());
+  const FeedProgress real = *f.sink.committed_progress;
+  ASSERT_GT(real.sequence, 0u);
+  f.Apply(std::vector<std::string>(lines.begin() + half, lines.end()));
+  const uint64_t waiting = f.OutboxRows();
+  ASSERT_GT(waiting, 0u);
+  const size_t published = f.sink.records.size();
+
+  const std::vector<std::pair<FeedProgress, std::string>> forged = {
+      // A cursor from the future (another store's, or made up).
+      {{{"1:4000000000:", "1:4000000000:", 0}, real.sequence + 1000},
+       "after every transaction the store has begun"},
+      // Behind what the store recorded as published.
+      {{real.cursor, 0}, "behind the " + std::to_string(real.sequence)},
+      // Not a snapshot at all.
+      {{{"everything", "", 0}, real.sequence}, "not a snapshot of the store"},
+  };
+  for (const auto& c : forged) {
+    SCOPED_TRACE(c.second);
+    f.sink.committed_progress = c.first;
+    f.NewRelay();
+    size_t n = 0;
+    Status status = f.Round(&n);
+    ASSERT_FALSE(status.ok());
+    EXPECT_NE(std::string::npos, status.message().find("disagrees with the store")) << status.message();
+    EXPECT_NE(std::string::npos, status.message().find(c.second)) << status.message();
+    EXPECT_EQ(waiting, f.OutboxRows());
+    EXPECT_EQ(published, f.sink.records.size());
+    EXPECT_EQ(std::vector<std::string>{std::to_string(real.sequence)},
+              Sql("select sequence from " + f.engine.config.store.schema + ".feed_state"));
+  }
+  // The real progress back: everything is published, exactly once.
+  f.sink.committed_progress = real;
+  f.NewRelay();
+  f.Drain();
+  f.ExpectExactFeed();
+}
 }  // namespace
 }  // namespace denormd

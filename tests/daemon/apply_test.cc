@@ -3,13 +3,18 @@
 // new config; batches that run while apply builds are caught up; a batch of
 // the old config after the switch is fenced; a killed apply leaves the old
 // projections serving and the next apply finishes the change.
+#include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <pqxx/pqxx>
 #include <rapidjson/document.h>
 
+#include "connectors/postgres_store.h"
 #include "daemon/apply.h"
 #include "formats/decoder.h"
 #include "projections/derivations/registry.h"
@@ -408,8 +413,8 @@ TEST_P(KilledApply, LeavesTheOldServingAndTheNextApplyFinishes) {
   EXPECT_EQ("", Joined(DiffDocumentSets(Read(Parse(ArticleText(schema, {}))), before)));
   EXPECT_EQ(0, RunDenormd({"verify", "-c", v1}, &output)) << output;
   testing::CommandResult status = Denormd({"status", "-c", v1});
-  EXPECT_NE(std::string::npos, status.out.find("an apply is building or was interrupted"))
-      << status.out;
+  EXPECT_NE(std::string::npos, status.out.find("an apply was interrupted (")) << status.out;
+  EXPECT_NE(std::string::npos, status.out.find("stale, no apply holds the lock")) << status.out;
   if (std::string(GetParam()) != "apply_marked") {  // the tables exist from the build on
     EXPECT_NE(std::string::npos,
               status.out.find("tables a killed plan or apply left: authors__next post_comments__next"))
@@ -474,6 +479,411 @@ TEST(Plan, SampleEstimatesAndLeavesNothingBehind) {
   EXPECT_EQ(std::vector<std::string>{"0"},
             Sql("select count(*) from pg_tables where schemaname = '" + schema +
                 "' and tablename like '%\\_\\_plan'"));
+}
+
+}  // namespace
+}  // namespace denormd
+
+namespace denormd {
+namespace {
+
+// issue 25: `plan` dropped an application's table whose name ended in
+// __plan. plan and apply drop only the scratch tables that carry denormd's
+// mark; an unmarked table of a scratch table's name makes the command fail
+// (naming it) instead of being used or dropped.
+TEST(Ownership, PlanAndApplyLeaveAnotherApplicationsScratchNamedTablesAlone) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  // Adds the collection book_titles; rebuilds nothing else.
+  const std::string v2 = testing::WriteTempFile("v2.yaml", ArticleText(schema, {&Changes()[1]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  for (const char* table : {"jobs__plan", "jobs__next"}) {
+    Sql("create table " + schema + "." + table + " (id int primary key, note text)");
+    Sql("insert into " + schema + "." + table + " values (1, 'the application''s row')");
+  }
+  const std::vector<std::string> row = {"1\tthe application's row"};
+
+  testing::CommandResult plan = Denormd({"plan", "-c", v2});
+  ASSERT_EQ(3, plan.code) << plan.out << plan.err;
+  EXPECT_EQ(row, Sql("select * from " + schema + ".jobs__plan"));
+  EXPECT_EQ(row, Sql("select * from " + schema + ".jobs__next"));
+  // status does not call them leftovers of denormd's.
+  testing::CommandResult status = Denormd({"status", "-c", v1});
+  EXPECT_EQ(std::string::npos, status.out.find("jobs__")) << status.out;
+
+  // A killed apply leaves its own __next tables; the next apply removes
+  // those and only those.
+  testing::CommandResult killed = testing::RunDenormdWith(
+      {{"DENORMD_POSTGRES", testing::TestPostgresUrl()}, {"DENORMD_CRASH_AT", "apply_built"}},
+      {"apply", "-c", v2});
+  ASSERT_NE(0, killed.code);
+  EXPECT_EQ(std::vector<std::string>{"1"},
+            Sql("select count(*) from pg_tables where schemaname = '" + schema +
+                "' and tablename = 'book_titles__next'"));
+  testing::CommandResult applied = Denormd({"apply", "-c", v2});
+  ASSERT_EQ(0, applied.code) << applied.out << applied.err;
+  EXPECT_NE(std::string::npos, applied.out.find("removed what an unfinished apply left"))
+      << applied.out;
+  EXPECT_EQ(row, Sql("select * from " + schema + ".jobs__plan"));
+  EXPECT_EQ(row, Sql("select * from " + schema + ".jobs__next"));
+  EXPECT_EQ(std::vector<std::string>{"0"},
+            Sql("select count(*) from pg_tables where schemaname = '" + schema +
+                "' and tablename = 'book_titles__next'"));
+}
+
+TEST(Ownership, APlanThatWouldBuildIntoAnotherApplicationsTableIsRefused) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  const std::string v2 = testing::WriteTempFile("v2.yaml", ArticleText(schema, {&Changes()[1]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  Sql("create table " + schema + ".book_titles__plan (id int primary key, note text)");
+  Sql("insert into " + schema + ".book_titles__plan values (1, 'kept')");
+  testing::CommandResult plan = Denormd({"plan", "-c", v2});
+  EXPECT_EQ(2, plan.code) << plan.out << plan.err;
+  EXPECT_NE(std::string::npos, plan.err.find("did not create (book_titles__plan)")) << plan.err;
+  EXPECT_EQ(std::vector<std::string>{"1\tkept"},
+            Sql("select * from " + schema + ".book_titles__plan"));
+}
+
+// The advisory lock's holder, by pg_locks (another connection than ours).
+std::vector<std::string> LockHolders(const std::string& schema) {
+  const uint64_t key = static_cast<uint64_t>(AdministrationLock::Key(schema));
+  return Sql("select pid from pg_locks where locktype = 'advisory' and granted and classid = " +
+             std::to_string(key >> 32) + " and objid = " + std::to_string(key & 0xffffffffu));
+}
+
+// One lock for apply, rebuild and plan: a rebuild with another file while
+// an apply builds is refused (it would bump the epoch under the apply), and
+// the apply switches to its own model.
+TEST(AdministrationLock, ARebuildWithAnotherFileDuringAnApplyIsRefused) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  const std::string v2_text = ArticleText(schema, {&Changes()[1]});
+  const std::string other = testing::WriteTempFile("other.yaml", ArticleText(schema, {&Changes()[4]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  ReconfigureOptions options;
+  options.postgres = testing::TestPostgresUrl();
+  testing::CommandResult rebuild;
+  options.at_step = [&](const char* step) {
+    if (std::string(step) == "apply_built") rebuild = Denormd({"rebuild", "-c", other});
+  };
+  ReconfigureReport report;
+  const Config target = Parse(v2_text);
+  Status status = Reconfigure(target, options, &report);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(1, rebuild.code) << rebuild.out << rebuild.err;
+  EXPECT_NE(std::string::npos, rebuild.err.find("is running on schema " + schema)) << rebuild.err;
+  EXPECT_EQ(std::vector<std::string>{"2"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(std::vector<std::string>{ModelFingerprint(target)},
+            Sql("select value from " + schema + ".meta where key = 'model_fingerprint'"));
+  EXPECT_EQ(std::vector<std::string>{}, LockHolders(schema));  // released
+}
+
+// While a rebuild holds the lock (here: taken the way rebuild takes it), a
+// plan is refused before it touches the index rows the rebuild builds; an
+// apply and another rebuild too.
+TEST(AdministrationLock, APlanDuringARebuildIsRefusedAndTouchesNothing) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1_text = ArticleText(schema, {});
+  const std::string v1 = testing::WriteTempFile("v1.yaml", v1_text);
+  const std::string v2 = testing::WriteTempFile("v2.yaml", ArticleText(schema, {&Changes()[2]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  const std::vector<std::string> refs = Sql("select * from " + schema + ".refs order by 1, 2, 3, 4, 5");
+  ASSERT_FALSE(refs.empty());
+  {
+    std::unique_ptr<AdministrationLock> rebuilding;
+    ASSERT_TRUE(AdministrationLock::Acquire(Parse(v1_text), testing::TestPostgresUrl(), "rebuild",
+                                            &rebuilding)
+                    .ok());
+    EXPECT_EQ(1u, LockHolders(schema).size());
+    for (const std::vector<std::string>& command :
+         {std::vector<std::string>{"plan", "-c", v2}, {"apply", "-c", v2}, {"rebuild", "-c", v1}}) {
+      testing::CommandResult refused = Denormd(command);
+      EXPECT_EQ(1, refused.code) << command[0] << ": " << refused.out << refused.err;
+      EXPECT_NE(std::string::npos, refused.err.find("is running on schema " + schema))
+          << command[0] << ": " << refused.err;
+    }
+    EXPECT_EQ(refs, Sql("select * from " + schema + ".refs order by 1, 2, 3, 4, 5"));
+    EXPECT_EQ(std::vector<std::string>{"0"},
+              Sql("select count(*) from pg_tables where schemaname = '" + schema +
+                  "' and tablename like '%\\_\\_plan'"));
+    EXPECT_EQ(std::vector<std::string>{"1"},
+              Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  }
+  // Released: the plan runs.
+  EXPECT_EQ(3, Denormd({"plan", "-c", v2}).code);
+}
+
+// The lock's connection killed mid-build: the lock is gone, and the apply
+// stops without switching (the epoch and model stay).
+TEST(AdministrationLock, ALostLockAbortsTheApply) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1_text = ArticleText(schema, {});
+  const std::string v1 = testing::WriteTempFile("v1.yaml", v1_text);
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  ReconfigureOptions options;
+  options.postgres = testing::TestPostgresUrl();
+  std::vector<std::string> killed;
+  options.at_step = [&](const char* step) {
+    if (std::string(step) != "apply_built") return;
+    killed = LockHolders(schema);
+    for (const std::string& pid : killed) Sql("select pg_terminate_backend(" + pid + ")");
+  };
+  ReconfigureReport report;
+  Status status = Reconfigure(Parse(ArticleText(schema, {&Changes()[1]})), options, &report);
+  EXPECT_EQ(1u, killed.size());
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(std::string::npos, status.message().find("lost the administration lock"))
+      << status.ToString();
+  EXPECT_EQ(std::vector<std::string>{"1"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(std::vector<std::string>{ModelFingerprint(Parse(v1_text))},
+            Sql("select value from " + schema + ".meta where key = 'model_fingerprint'"));
+  EXPECT_EQ(0, RunDenormd({"verify", "-c", v1}, &output)) << output;
+}
+
+// The epoch moved under the apply (a writer that bypassed the lock): the
+// switch is only from the epoch the apply read, so nothing switches.
+TEST(AdministrationLock, TheSwitchIsOnlyFromTheEpochTheApplyRead) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1_text = ArticleText(schema, {});
+  const std::string v1 = testing::WriteTempFile("v1.yaml", v1_text);
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  ReconfigureOptions options;
+  options.postgres = testing::TestPostgresUrl();
+  options.at_step = [&](const char* step) {
+    if (std::string(step) == "apply_caught_up") {
+      Sql("update " + schema + ".meta set value = '7' where key = 'epoch'");
+    }
+  };
+  ReconfigureReport report;
+  Status status = Reconfigure(Parse(ArticleText(schema, {&Changes()[1]})), options, &report);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(std::vector<std::string>{"7"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(std::vector<std::string>{ModelFingerprint(Parse(v1_text))},
+            Sql("select value from " + schema + ".meta where key = 'model_fingerprint'"));
+}
+
+// The journal is taken in bounded pages: with a page of 7 changes, the
+// catch-up round takes 7 and the switch the rest page by page; the result is
+// exactly a fresh replay.
+TEST(ApplyJournal, IsTakenInBoundedPages) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  const std::string v2_text = ArticleText(schema, {&Changes()[2], &Changes()[4]});
+  const std::string log = SourcePath("tests/data/article/events-random.jsonl");
+  const std::string first = LogSlice(log, 0, 2000, "first.jsonl");
+  const std::string second = LogSlice(log, 2000, 2800, "second.jsonl");
+  const std::string third = LogSlice(log, 2800, 100000, "third.jsonl");
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, first}, &output)) << output;
+  ReconfigureOptions options;
+  options.postgres = testing::TestPostgresUrl();
+  options.journal_page = 7;
+  std::vector<std::string> lines;
+  options.progress = [&](const std::string& line) { lines.push_back(line); };
+  options.at_step = [&](const char* step) {
+    std::string out;
+    if (std::string(step) == "apply_built") {
+      EXPECT_EQ(0, RunDenormd({"replay", "-c", v1, second}, &out)) << out;
+    }
+    if (std::string(step) == "apply_caught_up") {
+      EXPECT_EQ(0, RunDenormd({"replay", "-c", v1, third}, &out)) << out;
+    }
+  };
+  const std::vector<std::string> journaled_before = Sql("select count(*) from " + schema + ".apply_journal");
+  ReconfigureReport report;
+  const Config target = Parse(v2_text);
+  Status status = Reconfigure(target, options, &report);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(std::vector<std::string>{"0"}, journaled_before);
+  EXPECT_GT(report.journal_changes, 7u * 3);
+  const std::string round = "catch-up round 1: 7 changes";
+  EXPECT_NE(lines.end(), std::find(lines.begin(), lines.end(), round)) << Joined(lines);
+  EXPECT_EQ(std::vector<std::string>{"0"}, Sql("select count(*) from " + schema + ".apply_journal"));
+  EXPECT_EQ("", Joined(DiffDocumentSets(Read(target), FreshReplay(v2_text, schema, {log}))));
+}
+
+// A killed apply's `applying` mark: status calls it stale, batches journal
+// for it, and `denormd prune` removes the mark, the journal and the apply's
+// __next tables when no apply holds the lock (and leaves them while one does).
+TEST(ApplyJournal, AStaleApplyingMarkIsShownAndClearedByPrune) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1_text = ArticleText(schema, {});
+  const std::string v1 = testing::WriteTempFile("v1.yaml", v1_text);
+  const std::string v2 = testing::WriteTempFile("v2.yaml", ArticleText(schema, {&Changes()[2]}));
+  const std::string log = SourcePath("tests/data/article/events-random.jsonl");
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, LogSlice(log, 0, 2000, "first.jsonl")}, &output))
+      << output;
+  testing::CommandResult killed = testing::RunDenormdWith(
+      {{"DENORMD_POSTGRES", testing::TestPostgresUrl()}, {"DENORMD_CRASH_AT", "apply_built"}},
+      {"apply", "-c", v2});
+  ASSERT_NE(0, killed.code);
+  // Batches go on journaling for the dead apply.
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, LogSlice(log, 2000, 2500, "second.jsonl")}, &output))
+      << output;
+  const uint64_t journaled = testing::SqlCount("select count(*) from " + schema + ".apply_journal");
+  EXPECT_GT(journaled, 0u);
+  testing::CommandResult status = Denormd({"status", "-c", v1});
+  EXPECT_NE(std::string::npos, status.out.find("stale, no apply holds the lock")) << status.out;
+
+  {
+    // While an apply holds the lock, the mark is its own: status says it is
+    // building and prune leaves it.
+    std::unique_ptr<AdministrationLock> applying;
+    ASSERT_TRUE(AdministrationLock::Acquire(Parse(v1_text), testing::TestPostgresUrl(), "apply",
+                                            &applying)
+                    .ok());
+    EXPECT_NE(std::string::npos, Denormd({"status", "-c", v1}).out.find("an apply is building ("));
+    testing::CommandResult kept = Denormd({"prune", "-c", v1});
+    EXPECT_EQ(0, kept.code) << kept.err;
+    EXPECT_EQ(std::string::npos, kept.out.find("interrupted apply")) << kept.out;
+    EXPECT_EQ(std::vector<std::string>{"1"},
+              Sql("select count(*) from " + schema + ".meta where key = 'applying'"));
+  }
+
+  testing::CommandResult pruned = Denormd({"prune", "-c", v1});
+  ASSERT_EQ(0, pruned.code) << pruned.err;
+  EXPECT_NE(std::string::npos,
+            pruned.out.find("removed an interrupted apply's mark, its " + std::to_string(journaled) +
+                            " journal rows"))
+      << pruned.out;
+  EXPECT_EQ(std::vector<std::string>{"0"},
+            Sql("select count(*) from " + schema + ".meta where key = 'applying'"));
+  EXPECT_EQ(std::vector<std::string>{"0"}, Sql("select count(*) from " + schema + ".apply_journal"));
+  EXPECT_EQ(std::vector<std::string>{"0"},
+            Sql("select count(*) from pg_tables where schemaname = '" + schema +
+                "' and tablename like '%\\_\\_next'"));
+  // No more journaling; the old model serves, exact.
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, LogSlice(log, 2500, 3000, "third.jsonl")}, &output))
+      << output;
+  EXPECT_EQ(std::vector<std::string>{"0"}, Sql("select count(*) from " + schema + ".apply_journal"));
+  EXPECT_EQ(std::vector<std::string>{"1"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(0, RunDenormd({"verify", "-c", v1}, &output)) << output;
+  // And the next apply works from there.
+  testing::CommandResult applied = Denormd({"apply", "-c", v2});
+  EXPECT_EQ(0, applied.code) << applied.out << applied.err;
+}
+
+// rebuild records its model only from the epoch its Open read: one that
+// moved meanwhile (an apply switched) is not overwritten.
+TEST(AdministrationLock, RebuildRecordsItsModelOnlyFromTheEpochItRead) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1_text = ArticleText(schema, {});
+  const std::string v1 = testing::WriteTempFile("v1.yaml", v1_text);
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  Config other = Parse(ArticleText(schema, {&Changes()[4]}));
+  other.store.postgres = testing::TestPostgresUrl();
+  Engine engine(other, testing::TestPostgresUrl());
+  ASSERT_TRUE(engine.store.Open(PostgresStore::OpenMode::kBuild).ok());
+  Sql("update " + schema + ".meta set value = '5' where key = 'epoch'");
+  Status recorded = engine.store.RecordModel();
+  EXPECT_TRUE(recorded.IsStaleConfig()) << recorded.ToString();
+  EXPECT_NE(std::string::npos, recorded.message().find("epoch is no longer 1")) << recorded.message();
+  EXPECT_EQ(std::vector<std::string>{"5"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(std::vector<std::string>{ModelFingerprint(Parse(v1_text))},
+            Sql("select value from " + schema + ".meta where key = 'model_fingerprint'"));
+}
+
+// A real rebuild, held inside its reindex (the test's transaction holds the
+// index table), has taken the lock before reading the model: a plan started
+// then is refused and deletes no index row; the rebuild then finishes.
+TEST(AdministrationLock, APlanDuringARunningRebuildIsRefused) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}));
+  const std::string v2 = testing::WriteTempFile("v2.yaml", ArticleText(schema, {&Changes()[2]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  const std::vector<std::string> refs =
+      Sql("select * from " + schema + ".refs order by 1, 2, 3, 4, 5");
+  pqxx::connection holder(testing::TestPostgresUrl());
+  auto hold = std::make_unique<pqxx::work>(holder);
+  hold->exec("lock table " + schema + ".refs in access exclusive mode");
+  testing::CommandResult rebuild;
+  std::thread rebuilding([&] { rebuild = Denormd({"rebuild", "-c", v1}); });
+  // The rebuild holds the administration lock (and waits for the table).
+  const bool locked = testing::WaitUntil([&] { return LockHolders(schema).size() == 1; }, 30);
+  testing::CommandResult plan;
+  if (locked) plan = Denormd({"plan", "-c", v2});
+  hold->abort();
+  hold.reset();
+  rebuilding.join();
+  ASSERT_TRUE(locked);
+  EXPECT_EQ(1, plan.code) << plan.out << plan.err;
+  EXPECT_NE(std::string::npos, plan.err.find("is running on schema " + schema)) << plan.err;
+  EXPECT_EQ(0, rebuild.code) << rebuild.out << rebuild.err;
+  EXPECT_EQ(refs, Sql("select * from " + schema + ".refs order by 1, 2, 3, 4, 5"));
+  EXPECT_EQ(0, RunDenormd({"verify", "-c", v1}, &output)) << output;
+}
+
+// The lock's connection of a running rebuild killed: the rebuild stops
+// before it records anything (the model and epoch stay).
+TEST(AdministrationLock, ARebuildThatLostItsLockRecordsNothing) {
+  const std::string schema = testing::TestSchemaName();
+  Sql("drop schema if exists " + schema + " cascade");
+  const std::string v1_text = ArticleText(schema, {});
+  const std::string v1 = testing::WriteTempFile("v1.yaml", v1_text);
+  const std::string other = testing::WriteTempFile("other.yaml", ArticleText(schema, {&Changes()[4]}));
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", v1, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  pqxx::connection holder(testing::TestPostgresUrl());
+  auto hold = std::make_unique<pqxx::work>(holder);
+  hold->exec("lock table " + schema + ".refs in access exclusive mode");
+  testing::CommandResult rebuild;
+  std::thread rebuilding([&] { rebuild = Denormd({"rebuild", "-c", other}); });
+  std::vector<std::string> holders;
+  testing::WaitUntil([&] { return (holders = LockHolders(schema)).size() == 1; }, 30);
+  for (const std::string& pid : holders) Sql("select pg_terminate_backend(" + pid + ")");
+  hold->abort();
+  hold.reset();
+  rebuilding.join();
+  ASSERT_EQ(1u, holders.size());
+  EXPECT_EQ(1, rebuild.code) << rebuild.out << rebuild.err;
+  EXPECT_NE(std::string::npos, rebuild.err.find("lost the administration lock")) << rebuild.err;
+  EXPECT_EQ(std::vector<std::string>{"1"},
+            Sql("select value from " + schema + ".meta where key = 'epoch'"));
+  EXPECT_EQ(std::vector<std::string>{ModelFingerprint(Parse(v1_text))},
+            Sql("select value from " + schema + ".meta where key = 'model_fingerprint'"));
 }
 
 }  // namespace

@@ -324,5 +324,34 @@ TEST(FeedRelayTest, RebuildPublishesWhatItRepairs) {
   ExpectExactFeed(h);
 }
 
+// issue 25: a progress record the store disagrees with (a cursor past the
+// outbox, a sequence behind the one the store recorded) prunes nothing.
+TEST(FeedRelayTest, AProgressRecordTheStoreDisagreesWithPrunesNothing) {
+  FeedHarness h(ArticleWithFeed("feed: {topic: t, brokers: b:1, max_messages: 5}\n"));
+  std::vector<std::string> lines = Lines("events.jsonl");
+  const size_t half = lines.size() / 2;
+  h.Apply(std::vector<std::string>(lines.begin(), lines.begin() + half));
+  h.Drain();
+  ASSERT_TRUE(h.sink.committed_progress.has_value());
+  const FeedProgress real = *h.sink.committed_progress;
+  h.Apply(std::vector<std::string>(lines.begin() + half, lines.end()));
+  const size_t waiting = h.store.state().outbox.size();
+  ASSERT_GT(waiting, 0u);
+  for (const FeedProgress& forged :
+       {FeedProgress{{"999999", "999999", 0}, real.sequence + 5}, FeedProgress{real.cursor, 0}}) {
+    h.sink.committed_progress = forged;
+    h.NewRelay();
+    size_t published = 0;
+    Status status = h.Round(&published);
+    ASSERT_FALSE(status.ok());
+    EXPECT_NE(std::string::npos, status.message().find("disagrees with the store"))
+        << status.message();
+    EXPECT_EQ(waiting, h.store.state().outbox.size());
+  }
+  h.sink.committed_progress = real;
+  h.NewRelay();
+  h.Drain();
+  ExpectExactFeed(h);
+}
 }  // namespace
 }  // namespace denormd

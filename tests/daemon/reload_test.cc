@@ -71,6 +71,23 @@ TEST(Reload, StoreChangesNeedARestartOnly) {
   EXPECT_EQ("none", JoinSettings({}));
 }
 
+// issue 25: a rotated feed password or a fixed json_columns was "changed:
+// none" and stayed old; now each is refused by name (never by value), with
+// the live changes beside it not applied either.
+TEST(Reload, FeedAndTopicInputChangesAreRefusedByName) {
+  const std::string feed = "feed: {topic: docs, properties: {sasl.password: old-pw}}\n";
+  std::string changed = std::string(kConfig) + "feed: {topic: docs, properties: {sasl.password: new-pw}}\n";
+  changed.replace(changed.find("topics: [t]"), 11,
+                  "topics: [{topic: t, format: debezium, entity: author, json_columns: [tags]}]");
+  const ReloadDecision decision = DecideReload(
+      Parse(std::string(kConfig) + feed), Parse(changed + "batch: {max_events: 7}\n"));
+  EXPECT_FALSE(decision.accepted());
+  EXPECT_EQ((std::vector<std::string>{"source.kafka.topics.t", "feed.properties"}),
+            decision.needs_restart);
+  EXPECT_EQ("a restart", RefusedReloadRemedy(decision));
+  EXPECT_EQ(std::string::npos, JoinSettings(decision.needs_restart).find("pw"));
+}
+
 // Delivers scripted records, as many as each poll asks for, and records the
 // sizes asked for.
 class ScriptedSource : public EventSource {

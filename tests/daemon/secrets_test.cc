@@ -144,5 +144,17 @@ TEST(Secrets, ARejectedSecretKafkaPropertyIsNamedNotShown) {
   }
 }
 
+// issue 25: a property value is never printed, whatever its key's name
+// (librdkafka quotes some values in its messages).
+TEST(Secrets, ARejectedKafkaPropertysValueIsNeverShownWhateverItsName) {
+  const std::string config =
+      ConfigWithKafkaSecrets(std::string("      plain.looking.setting: ") + kSecret + "\n");
+  const CommandResult r = RunWith(testing::TestPostgresUrl(), {"run", "-c", config});
+  const std::string all = r.out + r.err;
+  EXPECT_NE(0, r.code) << all;
+  EXPECT_EQ(std::string::npos, all.find(kSecret)) << all;
+  EXPECT_NE(std::string::npos, all.find("plain.looking.setting (value not shown)")) << all;
+}
+
 }  // namespace
 }  // namespace denormd
