@@ -89,6 +89,9 @@ std::string JoinKeys(const KeyList& keys) {
   return out;
 }
 
+// The largest count a derivation takes (an embed's or ids' `limit`).
+constexpr uint64_t kMaxDerivationCount = 2147483647;
+
 // Levenshtein distance, for "did you mean" suggestions.
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -1260,7 +1263,10 @@ class YamlExpressionReader : public ExpressionReader {
     return Require(key) && parser_->ReadOrderBy(keys_.at(key), out);
   }
   bool ReadUint(const std::string& key, uint64_t min, uint64_t* out) override {
-    return Require(key) && parser_->ReadUint(keys_.at(key), min, out);
+    // A derivation's counts (`limit`) reach PostgreSQL as integers.
+    return Require(key) &&
+           parser_->ReadBoundedUint(keys_.at(key), min, kMaxDerivationCount,
+                                    "a count PostgreSQL reads as a 32-bit integer", out);
   }
   bool ReadSelection(const std::string& key, Selection* out) override {
     return Require(key) && parser_->ReadSelection(keys_.at(key), out);

@@ -55,7 +55,8 @@ class ExpressionReader {
   virtual bool ReadPath(const std::string& key, Path* out) = 0;
   // "createdAt" or "-createdAt".
   virtual bool ReadOrderBy(const std::string& key, OrderBy* out) = 0;
-  // An integer >= min.
+  // An integer >= min, and at most 2,147,483,647 (what PostgreSQL reads as
+  // an integer).
   virtual bool ReadUint(const std::string& key, uint64_t min, uint64_t* out) = 0;
   // select: a list of field names or a map of name: scalar expression.
   virtual bool ReadSelection(const std::string& key, Selection* out) = 0;

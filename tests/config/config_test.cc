@@ -447,6 +447,17 @@ TEST(ConfigErrorTest, UnknownKeySuggestsTheClosestKey) {
 // A typo of a required key: the unknown key with its suggestion comes before
 // the missing key, which is said at the typo (it was said at the map's start,
 // first, and the useful message second).
+// A limit PostgreSQL could not take is refused where it is written.
+TEST(ConfigErrorTest, ALimitBeyondAnIntegerIsRefused) {
+  ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    fields:\n"
+                                       "      a: {embed: comment, via: bookId, limit: 99999999999}\n",
+                  "must be at most 2147483647 (a count PostgreSQL reads as a 32-bit integer), "
+                  "found 99999999999",
+                  7, "projections.p.fields.a.limit");
+  MustParse(std::string(kHead) + "  p:\n    from: book\n    fields:\n"
+                                 "      a: {ids: comment, via: bookId, limit: 2147483647}\n");
+}
+
 TEST(ConfigErrorTest, AMisspelledRequiredKeyIsNamedBeforeItIsMissing) {
   const std::vector<ConfigError> errors = MustFail(std::string(kHead) + R"(  p:
     from: book
