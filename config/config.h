@@ -148,7 +148,7 @@ struct ProjectionConfig {
 // How the records of a topic are turned into entity events
 // (docs/configuration.md, "Input formats").
 enum class InputFormat {
-  kNative,    // shared/DESIGN.md "Events": {"type", "id", "op", "version", "data"}
+  kNative,    // docs/configuration.md, "Events": {"type", "id", "op", "version", "data"}
   kDebezium,  // Debezium change events of one table (formats/debezium_format.h)
 };
 

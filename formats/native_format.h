@@ -1,4 +1,4 @@
-// The native event format (shared/DESIGN.md, "Events"): one JSON object per
+// The native event format (docs/configuration.md, "Events"): one JSON object per
 // Kafka message value or log line,
 //   {"type": "book", "id": "b1", "op": "upsert"|"patch"|"delete",
 //    "version": 7, "data": {...}}

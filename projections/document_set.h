@@ -14,8 +14,9 @@
 // none); `dead` and `stale` may be left out of a hand-written file (they are
 // then not compared).
 //
-// Equal means what the contract (shared/DESIGN.md) means by "the result does
-// not depend on how events are split into batches": documents are equal as
+// Equal is what `denormd test --batch` checks (docs/configuration.md,
+// "Testing projections"): the result must not depend on how events are split
+// into batches. Documents are equal as
 // JSON values (key order and number spelling aside), except in `stable`
 // bucket collections, where which bucket holds which member may differ: there
 // each group's items read in ascending `seq` must be equal, and each side must

@@ -1,5 +1,5 @@
-// StableLayout: `layout: stable` buckets (the default; shared/DESIGN.md,
-// "Buckets (revised contract)").
+// StableLayout: `layout: stable` buckets (the default; docs/architecture.md,
+// "Stable buckets").
 //
 // Each member of a group sits in exactly one bucket and stays there until it
 // is deleted, leaves the group, or its bucket splits, merges or lends. A

@@ -1,4 +1,4 @@
-// The `stable` bucket layout (shared/DESIGN.md, "Buckets (revised contract)"):
+// The `stable` bucket layout (docs/architecture.md, "Stable buckets"):
 // appends give the packed layout, a change rewrites at most a few buckets
 // whatever the group's size, the fill invariants hold after every batch,
 // `verify` names every broken invariant and `rebuild` repairs it, and a
