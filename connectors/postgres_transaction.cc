@@ -255,36 +255,21 @@ class PostgresTransaction : public StoreTransaction,
     // row deleted, applied in key order so that concurrent writers cannot
     // deadlock on the counters): one statement. The rows removed and added
     // are disjoint, so the two sub-statements never touch one row.
-    const std::string counts =
-        " delta as (select type, field, target, sum(n)::bigint as n from ("
-        " select type, field, target, -1 as n from d union all"
-        " select type, field, target, 1 from i) u group by 1, 2, 3 having sum(n) <> 0)"
-        " insert into " + schema_ + ".ref_counts as c (type, field, target, count)"
-        " select type, field, target, n from delta order by 1, 2, 3"
-        " on conflict (type, field, target) do update set count = c.count + excluded.count";
+    const std::string counts = CountDeltasSql();
     const std::string upsert =
         "e as (insert into " + schema_ + ".entities as t (type, id, version, deleted, data)"
         " select x.type, x.id, x.version, x.deleted, x.data from jsonb_to_recordset($1::jsonb)"
         " as x(type text, id text, version numeric, deleted boolean, data jsonb)"
         " on conflict (type, id) do update set version = excluded.version,"
         " deleted = excluded.deleted, data = excluded.data, updated_at = now())";
-    auto insert = [&](const std::string& param) {  // the rows to add: param
-      return "i as (insert into " + schema_ + ".refs (type, field, target, id, sort)"
-             " select x->>0, x->>1, x->>2, x->>4, decode(x->>3, 'hex')"
-             " from jsonb_array_elements(" + param + "::jsonb) x on conflict do nothing"
-             " returning type, field, target)";
-    };
+    auto insert = [&](const std::string& param) { return InsertRowsSql(param); };
     if (!replace_types.empty() && replace_types.size() != writes.size()) {
       return Status::Fatal("internal: entity writes that replace their index rows and writes that "
                            "change them cannot share a call");
     }
     const Status written = Guard("writing " + std::to_string(writes.size()) + " entities", [&] {
       if (replace_types.empty()) {
-        Run("with " + upsert + ", " + insert("$2") + ","
-            " d as (delete from " + schema_ + ".refs r using jsonb_array_elements($3::jsonb) x"
-            " where r.type = x->>0 and r.field = x->>1 and r.target = x->>2"
-            " and r.sort = decode(x->>3, 'hex') and r.id = x->>4 returning r.type, r.field, r.target),"
-            + counts,
+        Run("with " + upsert + ", " + insert("$2") + ", " + DeleteRowsSql("$3") + "," + counts,
             Text(entities), Text(added), Text(removed));
         return;
       }
@@ -518,6 +503,28 @@ class PostgresTransaction : public StoreTransaction,
           " update " + counts + " c set count = 0 where c.count <> 0 and not exists ("
           "select 1 from actual a where a.type = c.type and a.field = c.field"
           " and a.target = c.target)");
+    });
+  }
+
+  Status WriteRows(const std::vector<OwnedRows>& writes) override {
+    rapidjson::StringBuffer added, removed;
+    JsonWriter a(added), r(removed);
+    a.StartArray();
+    r.StartArray();
+    size_t rows = 0;
+    for (const OwnedRows& write : writes) {
+      for (const ReferenceRow& row : write.added) WriteIndexRow(a, write.owner, row);
+      for (const ReferenceRow& row : write.removed) WriteIndexRow(r, write.owner, row);
+      rows += write.added.size() + write.removed.size();
+    }
+    a.EndArray();
+    r.EndArray();
+    if (rows == 0) return Status::Ok();
+    // As in WriteEntities, without the records: the rows actually inserted
+    // or deleted move the counters.
+    return Guard("writing " + std::to_string(rows) + " index rows", [&] {
+      Run("with " + InsertRowsSql("$1") + ", " + DeleteRowsSql("$2") + "," + CountDeltasSql(),
+          Text(added), Text(removed));
     });
   }
 
@@ -961,6 +968,33 @@ class PostgresTransaction : public StoreTransaction,
   }
 
   // [type, field, target, sort hex, id]
+  // The index-row statements WriteEntities and WriteRows share, as parts of
+  // one `with`: `i` inserts the rows of the JSON array `param` (those not
+  // there already), `d` deletes those of `param` (those there), and the
+  // final insert moves the per-target counters by what `i` and `d` returned
+  // (+1 per row inserted, -1 per row deleted, applied in key order so that
+  // concurrent writers cannot deadlock on the counters).
+  std::string InsertRowsSql(const std::string& param) const {
+    return "i as (insert into " + schema_ + ".refs (type, field, target, id, sort)"
+           " select x->>0, x->>1, x->>2, x->>4, decode(x->>3, 'hex')"
+           " from jsonb_array_elements(" + param + "::jsonb) x on conflict do nothing"
+           " returning type, field, target)";
+  }
+  std::string DeleteRowsSql(const std::string& param) const {
+    return " d as (delete from " + schema_ + ".refs r using jsonb_array_elements(" + param +
+           "::jsonb) x where r.type = x->>0 and r.field = x->>1 and r.target = x->>2"
+           " and r.sort = decode(x->>3, 'hex') and r.id = x->>4"
+           " returning r.type, r.field, r.target)";
+  }
+  std::string CountDeltasSql() const {
+    return " delta as (select type, field, target, sum(n)::bigint as n from ("
+           " select type, field, target, -1 as n from d union all"
+           " select type, field, target, 1 from i) u group by 1, 2, 3 having sum(n) <> 0)"
+           " insert into " + schema_ + ".ref_counts as c (type, field, target, count)"
+           " select type, field, target, n from delta order by 1, 2, 3"
+           " on conflict (type, field, target) do update set count = c.count + excluded.count";
+  }
+
   static void WriteIndexRow(JsonWriter& w, const EntityKey& key, const ReferenceRow& row) {
     w.StartArray();
     WriteString(w, key.type);

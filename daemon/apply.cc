@@ -325,7 +325,7 @@ class Reconfiguration {
       Progress("building the index rows of " +
                std::to_string(report_->change.relations_added.size()) + " new relations");
       DENORMD_RETURN_IF_ERROR(
-          ReindexTypes(live_.get(), reindex_types_, RowsOfBoth(), options,
+          ReindexTypes(live_.get(), reindex_types_, RowsOfBoth(), LinkedOfBoth(), options,
                        &report_->entities_reindexed));
     }
     report_->index_seconds = Since(start);
@@ -383,6 +383,22 @@ class Reconfiguration {
     };
   }
 
+  // The relations kept through a link of both models, each name once: a
+  // reindex restores the rows of both (the running model's batches keep its
+  // own).
+  std::vector<const Relation*> LinkedOfBoth() const {
+    std::vector<const Relation*> out;
+    std::set<std::pair<std::string, std::string>> seen;
+    for (const ProjectionPlan* plan : {running_plan_.get(), target_plan_.get()}) {
+      for (const Relation* relation : plan->linked_relations()) {
+        if (seen.insert({relation->entity_type(), relation->name()}).second) {
+          out.push_back(relation);
+        }
+      }
+    }
+    return out;
+  }
+
   // Applies journaled changes to what was built, in `txn` (of shadow_):
   // their entities' new index rows first, then every unit they affect
   // recomputed from the source as it is now.
@@ -396,7 +412,8 @@ class Reconfiguration {
     }
     uint64_t reindexed = 0;
     DENORMD_RETURN_IF_ERROR(RewriteIndexRows(
-        txn, std::vector<EntityKey>(keys.begin(), keys.end()), RowsOfBoth(), &reindexed));
+        txn, std::vector<EntityKey>(keys.begin(), keys.end()), RowsOfBoth(), LinkedOfBoth(),
+        &reindexed));
     std::vector<EntityChange> changes;
     for (const auto& change : taken) changes.push_back({change.key, &change.before, &change.after});
     BatchStats stats;

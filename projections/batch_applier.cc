@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "projections/linked_rows.h"
 #include "projections/reference_index.h"
 
 namespace denormd {
@@ -192,6 +193,13 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction& txn, const EventBatch&
   AffectedUnits affected;
   DENORMD_RETURN_IF_ERROR(CollectAffected(txn, changes, &affected));
   DENORMD_RETURN_IF_ERROR(LockAffected(txn, affected, exclusive));
+  // The rows kept through a link (their `to` entities are locked now), and
+  // what moved in them, before the documents that read them.
+  LinkedCandidates linked;
+  for (const EntityChange& change : changes) {
+    AddLinkedCandidates(plan_.linked_relations(), change, &linked);
+  }
+  if (!linked.empty()) DENORMD_RETURN_IF_ERROR(ReconcileLinkedRows(txn, linked, &affected.moves));
   DENORMD_RETURN_IF_ERROR(Recompute(txn, affected, /*batch_moves=*/true, stats));
   return RecordStreams(txn, batch, refused, &streams);
 }
@@ -218,6 +226,8 @@ Status BatchApplier::LockAndLoad(StoreTransaction& txn, const EventBatch& batch,
 Status BatchApplier::IndexLimitsError(const EntityState& state) const {
   if (!IsLive(state)) return Status::Ok();
   for (const ReferenceRow& row : plan_.ReferenceRowsOf(*state)) {
+    // A pair's target is two ids, each checked in the link's own relations.
+    if (row.relation->flavour() == Relation::Flavour::kPairs) continue;
     if (row.target.size() > kMaxIndexedIdBytes) {
       return Status::InvalidInput("the value of \"" + row.relation->path().text + "\" is " +
                                   std::to_string(row.target.size()) +
@@ -322,6 +332,27 @@ Status BatchApplier::CollectAffected(StoreTransaction& txn,
 
 Status BatchApplier::Refresh(StoreTransaction& txn, const std::vector<EntityChange>& changes,
                              BatchStats* stats) const {
+  // The rows kept through a link, from the source as it is now, under the
+  // locks of the entities whose rows are decided (batches may run).
+  LinkedCandidates linked;
+  for (const EntityChange& change : changes) {
+    AddLinkedCandidates(plan_.linked_relations(), change, &linked);
+  }
+  if (!linked.empty()) {
+    std::vector<std::string> locks;
+    for (const auto& entry : linked.pairs) {
+      for (const auto& pair : entry.second) {
+        locks.push_back(EntityLockKey(entry.first->entity_type(), pair.second));
+      }
+    }
+    for (const auto& entry : linked.entities) {
+      for (const std::string& id : entry.second) {
+        locks.push_back(EntityLockKey(entry.first->entity_type(), id));
+      }
+    }
+    DENORMD_RETURN_IF_ERROR(txn.locks().LockKeys(locks, WriteLocks::Mode::kWait));
+    DENORMD_RETURN_IF_ERROR(ReconcileLinkedRows(txn, linked, nullptr));
+  }
   AffectedUnits affected;
   DENORMD_RETURN_IF_ERROR(CollectAffected(txn, changes, &affected));
   // Bucket groups are rendered whole and referrers read, not moved: the

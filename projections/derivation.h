@@ -117,6 +117,10 @@ class PlanBuilder {
   // for it, built on the two relations of the link type.
   virtual const Link& UseLink(const std::string& link_type, const Path& from,
                               const Path& to) = 0;
+  // The relation of `target_type` through `link` (Relation::Flavour::
+  // kLinked): a row per live entity of that type and `from` id a live link
+  // row pairs it with, kept by projections/linked_rows.h.
+  virtual const Relation& UseLinkedRelation(const Link& link, const std::string& target_type) = 0;
 };
 
 // A derivation kind: its syntax (config/derivation_syntax.h) and how a

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "common/text.h"
+#include "projections/linked_rows.h"
 
 namespace denormd {
 
@@ -105,7 +106,8 @@ Status SelectProjections(const Config& config, const std::vector<std::string>& n
 }  // namespace
 
 Status RewriteIndexRows(StoreTransaction& txn, const std::vector<EntityKey>& keys,
-                        const IndexRowsOf& rows_of, uint64_t* entities) {
+                        const IndexRowsOf& rows_of, const std::vector<const Relation*>& linked,
+                        uint64_t* entities) {
   if (keys.empty()) return Status::Ok();
   std::vector<std::string> locks;
   for (const EntityKey& key : keys) locks.push_back(EntityLockKey(key.type, key.id));
@@ -123,13 +125,20 @@ Status RewriteIndexRows(StoreTransaction& txn, const std::vector<EntityKey>& key
   if (writes.empty()) return Status::Ok();
   DENORMD_RETURN_IF_ERROR(txn.source().WriteEntities(writes));
   *entities += writes.size();
-  return Status::Ok();
+  LinkedCandidates restored;
+  AddLinkedEntities(linked, keys, &restored);
+  return ReconcileLinkedRows(txn, restored, nullptr);
 }
 
 Status ReindexTypes(Store* store, const std::vector<std::string>& types,
-                    const IndexRowsOf& rows_of, const MaintenanceOptions& options,
-                    uint64_t* entities) {
-  for (const std::string& type : types) {
+                    const IndexRowsOf& rows_of, const std::vector<const Relation*>& linked,
+                    const MaintenanceOptions& options, uint64_t* entities) {
+  std::set<std::string> link_types;
+  for (const Relation* relation : linked) link_types.insert(relation->link()->link_type());
+  std::vector<std::string> ordered = types;
+  std::stable_partition(ordered.begin(), ordered.end(),
+                        [&](const std::string& type) { return link_types.count(type) > 0; });
+  for (const std::string& type : ordered) {
     std::string after;
     while (true) {
       std::unique_ptr<StoreTransaction> txn;
@@ -141,7 +150,7 @@ Status ReindexTypes(Store* store, const std::vector<std::string>& types,
       std::vector<EntityKey> keys;
       for (const std::string& id : ids) keys.push_back({type, id});
       DENORMD_RETURN_IF_ERROR(txn->locks().LockWriters(/*exclusive=*/false));
-      DENORMD_RETURN_IF_ERROR(RewriteIndexRows(*txn, keys, rows_of, entities));
+      DENORMD_RETURN_IF_ERROR(RewriteIndexRows(*txn, keys, rows_of, linked, entities));
       DENORMD_RETURN_IF_ERROR(txn->Commit());
       if (options.on_page) options.on_page("index: " + type, *entities);
     }
@@ -157,7 +166,7 @@ Status Reindex(const ProjectionPlan& plan, Store* store, const MaintenanceOption
   }
   DENORMD_RETURN_IF_ERROR(ReindexTypes(
       store, types, [&plan](const EntityRecord& record) { return plan.ReferenceRowsOf(record); },
-      options, entities));
+      plan.linked_relations(), options, entities));
   // Counters that drifted from their rows are set from the rows.
   std::unique_ptr<StoreTransaction> txn;
   DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
@@ -221,6 +230,42 @@ SourceView::Naming NamingOf(const Relation& relation) {
                                                          : SourceView::Naming::kReferences;
 }
 
+// How many referrers `target` has in `relation` by the source's own count.
+uint64_t DefinedCount(const Relation& relation, const std::string& target, SourceView& source) {
+  const std::string& type = relation.entity_type();
+  switch (relation.flavour()) {
+    case Relation::Flavour::kReferences:
+    case Relation::Flavour::kGroup:
+      break;
+    case Relation::Flavour::kPairs: {  // the link rows naming both ids
+      // (path() is the link's `from`, pair_to() its `to`)
+      std::string from, to;
+      if (!Link::SplitPairKey(target, &from, &to)) return 0;
+      const std::vector<std::string>& a =
+          source.ReferrerIds(type, relation.path(), SourceView::Naming::kReferences, from);
+      const std::vector<std::string>& b =
+          source.ReferrerIds(type, *relation.pair_to(), SourceView::Naming::kReferences, to);
+      const std::vector<std::string>& fewer = a.size() <= b.size() ? a : b;
+      const std::vector<std::string>& more = a.size() <= b.size() ? b : a;
+      uint64_t both = 0;
+      for (const std::string& id : fewer) {
+        if (std::binary_search(more.begin(), more.end(), id)) ++both;
+      }
+      return both;
+    }
+    case Relation::Flavour::kLinked: {  // the live entities paired with it
+      const Link& link = *relation.link();
+      uint64_t live = 0;
+      for (const std::string& id :
+           source.Paired(link.link_type(), link.from().path(), target, link.to().path())) {
+        if (source.Entity(type, id) != nullptr) ++live;
+      }
+      return live;
+    }
+  }
+  return source.ReferrerIds(type, relation.path(), NamingOf(relation), target).size();
+}
+
 // The (relation, target) pairs whose counters a page checked: each is
 // checked once, not once per page that names it (a target with 100,000
 // referrers is named by a hundred pages, and counting its rows is O(rows)).
@@ -255,6 +300,25 @@ Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, Source
       want[{record.key.id, row.relation->name(), row.target}] = row.sort;
     }
   }
+  // The rows kept through a link, by their definition (linked_rows.h): a
+  // live entity's row under each id a live link row pairs it with.
+  std::map<Place, std::string> linked_rows;
+  DENORMD_RETURN_IF_ERROR(source.Gather([&] {
+    linked_rows.clear();
+    for (const Relation* relation : plan.ForType(type).relations) {
+      if (relation->flavour() != Relation::Flavour::kLinked) continue;
+      const Link& link = *relation->link();
+      for (const EntityRecord& record : records) {
+        if (!record.live()) continue;
+        for (const std::string& from : source.Paired(link.link_type(), link.to().path(),
+                                                     record.key.id, link.from().path())) {
+          linked_rows[{record.key.id, relation->name(), from}] = "";
+        }
+      }
+    }
+    return Status::Ok();
+  }));
+  want.insert(linked_rows.begin(), linked_rows.end());
   auto where = [&](const Place& place) {
     return "reference index: " + type + " " + std::get<0>(place) + " under " +
            std::get<2>(place) + " [" + std::get<1>(place) + "]: ";
@@ -296,7 +360,7 @@ Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, Source
     std::map<std::string, uint64_t> defined;  // the source's own count
     DENORMD_RETURN_IF_ERROR(source.Gather([&] {
       for (const std::string& target : targets) {
-        defined[target] = source.ReferrerIds(type, relation->path(), NamingOf(*relation), target).size();
+        defined[target] = DefinedCount(*relation, target, source);
       }
       return Status::Ok();
     }));

@@ -36,17 +36,21 @@ struct MaintenanceOptions {
 // The index rows an entity should have.
 using IndexRowsOf = std::function<std::vector<ReferenceRow>(const EntityRecord&)>;
 
-// In `txn`: locks these entities (waiting), loads those that exist and
-// replaces all their index rows with `rows_of` theirs; adds how many to
-// *entities.
+// In `txn`: locks these entities (waiting), loads those that exist,
+// replaces all their index rows with `rows_of` theirs, and restores the rows
+// they own of the `linked` relations (kLinked: not in `rows_of`, and removed
+// by the replacement; projections/linked_rows.h); adds how many to *entities.
 Status RewriteIndexRows(StoreTransaction& txn, const std::vector<EntityKey>& keys,
-                        const IndexRowsOf& rows_of, uint64_t* entities);
+                        const IndexRowsOf& rows_of, const std::vector<const Relation*>& linked,
+                        uint64_t* entities);
 
 // RewriteIndexRows for every live entity of `types`, in pages of
-// `page_size`, each its own transaction (a writer, like a batch).
+// `page_size`, each its own transaction (a writer, like a batch). The link
+// types of `linked` go first: the rows kept through a link are read from
+// the link rows' own.
 Status ReindexTypes(Store* store, const std::vector<std::string>& types,
-                    const IndexRowsOf& rows_of, const MaintenanceOptions& options,
-                    uint64_t* entities);
+                    const IndexRowsOf& rows_of, const std::vector<const Relation*>& linked,
+                    const MaintenanceOptions& options, uint64_t* entities);
 
 // Rewrites the reference index rows (and child counts) of every live entity
 // from the config's relations: needed when the config's projections changed

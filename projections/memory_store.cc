@@ -45,7 +45,9 @@ class MemoryTransaction : public StoreTransaction,
                       std::vector<EntityRecord>* out) override {
     for (const EntityKey& key : keys) {
       auto it = state_.entities.find(key);
-      if (it != state_.entities.end()) out->push_back(it->second);
+      if (it == state_.entities.end()) continue;
+      out->push_back(it->second);
+      state_.entities_loaded++;
     }
     return Status::Ok();
   }
@@ -58,7 +60,7 @@ class MemoryTransaction : public StoreTransaction,
       std::vector<MemoryState::IndexRow>& rows = state_.references[key];
       auto remove = [&](const std::string& relation, const std::string& target,
                         const std::string& sort) {
-        IndexErase({key.type, relation, target}, {sort, key.id});
+        if (IndexErase({key.type, relation, target}, {sort, key.id})) state_.index_rows_written++;
         rows.erase(std::remove_if(rows.begin(), rows.end(),
                                   [&](const MemoryState::IndexRow& row) {
                                     return row.relation == relation && row.target == target &&
@@ -75,6 +77,7 @@ class MemoryTransaction : public StoreTransaction,
       for (const ReferenceRow& row : write.added) {
         if (IndexInsert({key.type, row.relation->name(), row.target}, {row.sort, key.id})) {
           rows.push_back({row.relation->name(), row.target, row.sort});
+          state_.index_rows_written++;
         }
       }
       state_.entities[key] = write.record;
@@ -142,6 +145,31 @@ class MemoryTransaction : public StoreTransaction,
   }
 
   Status RecountTargets() override { return Status::Ok(); }  // counts are the index's sizes
+
+  Status WriteRows(const std::vector<OwnedRows>& writes) override {
+    for (const OwnedRows& write : writes) {
+      const EntityKey& key = write.owner;
+      Remember(&state_.references, key);
+      std::vector<MemoryState::IndexRow>& rows = state_.references[key];
+      for (const ReferenceRow& row : write.removed) {
+        if (!IndexErase({key.type, row.relation->name(), row.target}, {row.sort, key.id})) continue;
+        rows.erase(std::remove_if(rows.begin(), rows.end(),
+                                  [&](const MemoryState::IndexRow& stored) {
+                                    return stored.relation == row.relation->name() &&
+                                           stored.target == row.target && stored.sort == row.sort;
+                                  }),
+                   rows.end());
+        state_.index_rows_written++;
+      }
+      for (const ReferenceRow& row : write.added) {
+        if (IndexInsert({key.type, row.relation->name(), row.target}, {row.sort, key.id})) {
+          rows.push_back({row.relation->name(), row.target, row.sort});
+          state_.index_rows_written++;
+        }
+      }
+    }
+    return Status::Ok();
+  }
 
   // DocumentTables.
   Status Upsert(const ProjectionConfig& projection, const std::vector<DocumentRow>& rows,
@@ -448,11 +476,12 @@ class MemoryTransaction : public StoreTransaction,
 
   // Index rows change one key at a time, journaled one key at a time (a hot
   // target holds thousands of keys).
-  void IndexErase(const IndexTarget& target, const IndexKey& key) {
+  bool IndexErase(const IndexTarget& target, const IndexKey& key) {
     auto it = state_.index.find(target);
-    if (it == state_.index.end() || it->second.erase(key) == 0) return;
+    if (it == state_.index.end() || it->second.erase(key) == 0) return false;
     if (it->second.empty()) state_.index.erase(it);
     undo_.push_back([this, target, key] { state_.index[target].insert(key); });
+    return true;
   }
   bool IndexInsert(const IndexTarget& target, const IndexKey& key) {
     if (!state_.index[target].insert(key).second) return false;

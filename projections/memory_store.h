@@ -47,6 +47,9 @@ struct MemoryState {
   // Index rows that scans returned per relation ("book.authorIds": the
   // referring type and the relation's name), ever (idem: what a change reads).
   std::map<std::string, uint64_t> referrers_read;
+  // Entity records loaded, and index rows inserted or deleted, ever (idem).
+  uint64_t entities_loaded = 0;
+  uint64_t index_rows_written = 0;
   std::map<std::pair<std::string, int32_t>, StoredPosition> positions;
   std::vector<DeadLetter> dead_letters;
   // The change outbox: the changes of the `published` collections, in

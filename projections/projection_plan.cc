@@ -50,14 +50,7 @@ class ProjectionPlan::Builder : public PlanBuilder {
       auto carrier = carriers_->find(key);
       if (carrier != carriers_->end()) order = carrier->second;
     }
-    auto relation = std::make_unique<Relation>(entity_type, path, order, flavour);
-    std::vector<const Relation*>& relations = plan_->types_[entity_type].relations;
-    for (const Relation* existing : relations) {
-      if (existing->name() == relation->name()) return *existing;
-    }
-    relations.push_back(relation.get());
-    plan_->relations_.push_back(std::move(relation));
-    return *plan_->relations_.back();
+    return Intern(std::make_unique<Relation>(entity_type, path, order, flavour));
   }
 
   const Link& UseLink(const std::string& link_type, const Path& from, const Path& to) override {
@@ -67,11 +60,33 @@ class ProjectionPlan::Builder : public PlanBuilder {
     for (const auto& link : plan_->links_) {
       if (&link->from() == &from_relation && &link->to() == &to_relation) return *link;
     }
-    plan_->links_.push_back(std::make_unique<Link>(from_relation, to_relation));
+    const Relation& pairs = Intern(Relation::Pairs(link_type, from, to));
+    plan_->links_.push_back(std::make_unique<Link>(from_relation, to_relation, pairs));
     return *plan_->links_.back();
   }
 
+  const Relation& UseLinkedRelation(const Link& link, const std::string& target_type) override {
+    const Relation& relation = Intern(Relation::Linked(target_type, link));
+    std::vector<const Relation*>& linked = plan_->linked_relations_;
+    if (std::find(linked.begin(), linked.end(), &relation) == linked.end()) {
+      linked.push_back(&relation);
+    }
+    return relation;
+  }
+
  private:
+  // The plan's relation named like `relation`: the one already kept, or
+  // this one, now kept.
+  const Relation& Intern(std::unique_ptr<Relation> relation) {
+    std::vector<const Relation*>& relations = plan_->types_[relation->entity_type()].relations;
+    for (const Relation* existing : relations) {
+      if (existing->name() == relation->name()) return *existing;
+    }
+    relations.push_back(relation.get());
+    plan_->relations_.push_back(std::move(relation));
+    return *plan_->relations_.back();
+  }
+
   ProjectionPlan* plan_;
   const std::map<CarrierKey, const OrderBy*>* carriers_;
   std::map<CarrierKey, const OrderBy*> recorded_;  // first ordered relation per key
@@ -86,6 +101,7 @@ ProjectionPlan::ProjectionPlan(const Config& config, PlanOptions options) : conf
   const std::map<Builder::CarrierKey, const OrderBy*> carriers = recorder.recorded();
   projections_.clear();
   links_.clear();
+  linked_relations_.clear();
   relations_.clear();
   types_.clear();
   Builder builder(this, &carriers);

@@ -62,7 +62,12 @@ class ProjectionPlan {
   // The plan of `type`; an empty plan for a type no projection mentions.
   const EntityTypePlan& ForType(const std::string& type) const;
 
-  // The reference-index rows of an entity (none for a tombstone).
+  // The relations kept through a link (Relation::Flavour::kLinked), whose
+  // rows are not read from their entity's data (projections/linked_rows.h).
+  const std::vector<const Relation*>& linked_relations() const { return linked_relations_; }
+
+  // The reference-index rows an entity's data names (none for a tombstone;
+  // none of a kLinked relation).
   std::vector<ReferenceRow> ReferenceRowsOf(const EntityRecord& record) const;
 
   // What the reference index holds, as text: each entity type with the names
@@ -77,6 +82,7 @@ class ProjectionPlan {
   const Config& config_;
   std::vector<std::unique_ptr<Relation>> relations_;
   std::vector<std::unique_ptr<Link>> links_;
+  std::vector<const Relation*> linked_relations_;
   std::vector<std::unique_ptr<Projection>> projections_;
   std::map<std::string, EntityTypePlan> types_;
   EntityTypePlan empty_;

@@ -28,11 +28,46 @@ Relation::Relation(std::string entity_type, const Path& path, const OrderBy* ord
       flavour_(flavour),
       name_(RelationName(path, order, flavour)) {}
 
+std::unique_ptr<Relation> Relation::Pairs(std::string link_type, const Path& from,
+                                          const Path& to) {
+  auto relation = std::make_unique<Relation>(std::move(link_type), from, nullptr,
+                                             Flavour::kPairs);
+  relation->to_ = &to;
+  relation->name_ = from.text + " to " + to.text + " pairs";
+  return relation;
+}
+
+std::unique_ptr<Relation> Relation::Linked(std::string target_type, const Link& link) {
+  auto relation = std::make_unique<Relation>(std::move(target_type), link.to().path(), nullptr,
+                                             Flavour::kLinked);
+  relation->link_ = &link;
+  relation->name_ = "through " + link.link_type() + " from " + link.from().path().text + " to " +
+                    link.to().path().text;
+  return relation;
+}
+
 std::vector<std::string> Relation::Targets(const std::string& id, const JsonValue& data) const {
-  if (flavour_ == Flavour::kReferences) return ReferenceTargets(*path_, id, data);
-  std::optional<std::string> group = StringAt(*path_, id, data);
-  if (!group) return {};
-  return {std::move(*group)};
+  switch (flavour_) {
+    case Flavour::kReferences:
+      return ReferenceTargets(*path_, id, data);
+    case Flavour::kGroup: {
+      std::optional<std::string> group = StringAt(*path_, id, data);
+      if (!group) return {};
+      return {std::move(*group)};
+    }
+    case Flavour::kPairs: {
+      std::vector<std::string> pairs;
+      const std::vector<std::string> to = ReferenceTargets(*to_, id, data);
+      for (const std::string& from : ReferenceTargets(*path_, id, data)) {
+        for (const std::string& t : to) pairs.push_back(Link::PairKey(from, t));
+      }
+      std::sort(pairs.begin(), pairs.end());
+      return pairs;
+    }
+    case Flavour::kLinked:
+      break;
+  }
+  return {};
 }
 
 std::vector<std::string> Relation::TargetsOf(const EntityState& state) const {
@@ -42,6 +77,33 @@ std::vector<std::string> Relation::TargetsOf(const EntityState& state) const {
 
 std::string Relation::SortKey(const std::string& id, const JsonValue& data) const {
   return denormd::SortKey(order_, id, data);
+}
+
+std::vector<std::pair<std::string, std::string>> Link::PairsOf(const EntityState& state) const {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  const std::vector<std::string> to = to_.TargetsOf(state);
+  for (const std::string& from : from_.TargetsOf(state)) {
+    for (const std::string& t : to) pairs.emplace_back(from, t);
+  }
+  return pairs;  // sorted: both lists are
+}
+
+std::string Link::PairKey(const std::string& from, const std::string& to) {
+  return std::to_string(from.size()) + ":" + from + to;
+}
+
+bool Link::SplitPairKey(const std::string& key, std::string* from, std::string* to) {
+  const size_t colon = key.find(':');
+  if (colon == std::string::npos || colon == 0 || colon > 10) return false;
+  size_t length = 0;
+  for (size_t i = 0; i < colon; ++i) {
+    if (key[i] < '0' || key[i] > '9') return false;
+    length = length * 10 + static_cast<size_t>(key[i] - '0');
+  }
+  if (key.size() - colon - 1 < length) return false;
+  *from = key.substr(colon + 1, length);
+  *to = key.substr(colon + 1 + length);
+  return true;
 }
 
 std::vector<std::string> Link::ChangedFrom(const EntityState& before,

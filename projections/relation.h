@@ -6,10 +6,18 @@
 // (entity, named id) the index holds a row (relation, target, sort key, id),
 // so the store can count, order and page the referrers of a target by index.
 //
-// Two flavours:
+// Four flavours:
 //   kReferences  the string at the path, or the strings of the array there
 //                (count, ids, embed: `via`; lookup: `by`)
 //   kGroup       only a string value (bucket groups: `by`)
+//   kPairs       of a link entity: every (from, to) pair it names, as one
+//                target (PairKey), so that the index counts the live link
+//                rows of each pair (Link::pairs)
+//   kLinked      of the entity a link names in `to`: a row names the `from`
+//                id of a live link row naming it. Not read from the
+//                entity's own data (Targets is empty): the rows are kept by
+//                projections/linked_rows.h from the link rows and the
+//                entity's liveness (Link::LinkedRelation)
 //
 // A Relation is created once per distinct (type, path, order, flavour) by the
 // plan; its name() is what the store keeps in its rows and is never
@@ -22,6 +30,7 @@
 #ifndef DENORMD_PROJECTIONS_RELATION_H_
 #define DENORMD_PROJECTIONS_RELATION_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,11 +41,17 @@
 
 namespace denormd {
 
+class Link;
+
 class Relation {
  public:
-  enum class Flavour { kReferences, kGroup };
+  enum class Flavour { kReferences, kGroup, kPairs, kLinked };
 
   Relation(std::string entity_type, const Path& path, const OrderBy* order, Flavour flavour);
+  // A kPairs relation of a link type over its `from` and `to` paths.
+  static std::unique_ptr<Relation> Pairs(std::string link_type, const Path& from, const Path& to);
+  // The kLinked relation of `target_type` through `link`.
+  static std::unique_ptr<Relation> Linked(std::string target_type, const Link& link);
 
   // The name rows are stored under: the path, the order and the flavour
   // ("authorIds", "postId order -createdAt", "postId order createdAt group").
@@ -46,6 +61,11 @@ class Relation {
   // The referrers' order; null when by id.
   const OrderBy* order() const { return order_; }
   Flavour flavour() const { return flavour_; }
+  // The link of a kLinked relation; null for the others.
+  const Link* link() const { return link_; }
+  // The `to` path of a kPairs relation (path() is its `from`); null for
+  // the others.
+  const Path* pair_to() const { return to_; }
 
   // The ids an entity names (sorted, unique); empty when the path is absent.
   std::vector<std::string> Targets(const std::string& id, const JsonValue& data) const;
@@ -60,16 +80,30 @@ class Relation {
   const OrderBy* order_;
   Flavour flavour_;
   std::string name_;
+  const Path* to_ = nullptr;     // kPairs: the link's `to` path
+  const Link* link_ = nullptr;   // kLinked
 };
 
 class Link {
  public:
-  Link(const Relation& from, const Relation& to) : from_(from), to_(to) {}
+  Link(const Relation& from, const Relation& to, const Relation& pairs)
+      : from_(from), to_(to), pairs_(pairs) {}
 
   const std::string& link_type() const { return from_.entity_type(); }
   // The link's field naming the document's side, and the other side.
   const Relation& from() const { return from_; }
   const Relation& to() const { return to_; }
+  // Its (from, to) pairs (kPairs): the index's counter of PairKey(f, t) is
+  // how many live link rows name that pair.
+  const Relation& pairs() const { return pairs_; }
+
+  // The (from, to) pairs a state of a link row names (none unless live),
+  // sorted and unique.
+  std::vector<std::pair<std::string, std::string>> PairsOf(const EntityState& state) const;
+  // The target of a pair in the kPairs relation: unambiguous for any two ids.
+  static std::string PairKey(const std::string& from, const std::string& to);
+  // The two ids of a PairKey; false when `key` is not one.
+  static bool SplitPairKey(const std::string& key, std::string* from, std::string* to);
 
   // The `from` ids whose linked `to` ids differ between two states of a link
   // row (it appeared, went, or changed either field), sorted.
@@ -79,6 +113,7 @@ class Link {
  private:
   const Relation& from_;
   const Relation& to_;
+  const Relation& pairs_;
 };
 
 // The ids a reference field names: the string, or the string elements of the

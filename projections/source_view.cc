@@ -134,6 +134,18 @@ const EntityRecord* SourceView::Entity(const std::string& type, const std::strin
   return it->second.live() ? &it->second : nullptr;
 }
 
+std::vector<std::string> SourceView::Paired(const std::string& link_type, const Path& side,
+                                            const std::string& id, const Path& other) {
+  std::set<std::string> paired;
+  for (const EntityRecord* row :
+       Entities(link_type, ReferrerIds(link_type, side, Naming::kReferences, id))) {
+    for (std::string& named : NamedIds(other, Naming::kReferences, row->key.id, *row->data)) {
+      paired.insert(std::move(named));
+    }
+  }
+  return std::vector<std::string>(paired.begin(), paired.end());
+}
+
 std::vector<const EntityRecord*> SourceView::Entities(const std::string& type,
                                                       const std::vector<std::string>& ids) {
   std::vector<const EntityRecord*> out;

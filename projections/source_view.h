@@ -56,6 +56,12 @@ class SourceView {
   std::vector<const EntityRecord*> Entities(const std::string& type,
                                             const std::vector<std::string>& ids);
 
+  // Through link rows of `link_type`: the ids its live rows name in the
+  // field at `other` while naming `id` in the field at `side`, ascending and
+  // unique (whether or not those entities are live).
+  std::vector<std::string> Paired(const std::string& link_type, const Path& side,
+                                  const std::string& id, const Path& other);
+
   // Runs `define` until it asked for nothing that was not loaded, loading
   // what it missed after each run (at most a few rounds: a definition reads
   // at most three steps away from its root). Entities loaded in earlier

@@ -159,6 +159,17 @@ class ReferenceIndex {
   // Sets every per-target count to the number of its rows (reindexing
   // repairs counters that drifted; a whole-index pass).
   virtual Status RecountTargets() = 0;
+
+  // Index rows written apart from their owner's record: the rows of kLinked
+  // relations (projections/linked_rows.h), which the owner's own data does
+  // not name. A row added that exists, or removed that does not, changes
+  // nothing (and no counter): concurrent writers may both decide a row.
+  struct OwnedRows {
+    EntityKey owner;
+    std::vector<ReferenceRow> added;
+    std::vector<ReferenceRow> removed;
+  };
+  virtual Status WriteRows(const std::vector<OwnedRows>& writes) = 0;
 };
 
 // ---------------------------------------------------------------------------

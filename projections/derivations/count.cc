@@ -3,9 +3,9 @@
 // index keeps per target: one row per document, whatever the count.
 //
 // {count: T, through: L, from: F, to: G}: how many live entities of T this
-// entity is linked to by rows of L (derivations/linked.h). Reads the
-// document's link rows and their targets: like ids, not from a counter, as a
-// linked entity counts once and only while it is live.
+// entity is linked to by rows of L (derivations/linked.h): the counter of
+// the relation kept through the link, which has one row per live linked
+// entity however many link rows pair it.
 #include <map>
 
 #include "projections/derivations/children.h"
@@ -28,6 +28,14 @@ struct CountSpec : DerivationSpec, ChildrenSpec {
 struct CountReads : DerivationReads {
   std::map<std::string, uint64_t> counts;
 };
+
+// The count CountReads holds for `root` (0 when none).
+bool RenderCount(const EntityRecord& root, const DerivationReads* reads, JsonValue* out) {
+  const auto& counts = static_cast<const CountReads*>(reads)->counts;
+  auto it = counts.find(root.key.id);
+  out->SetUint64(it == counts.end() ? 0 : it->second);
+  return true;
+}
 
 class CountDerivation : public Derivation {
  public:
@@ -54,10 +62,7 @@ class CountDerivation : public Derivation {
 
   bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
               JsonAllocator& /*allocator*/) const override {
-    const auto& counts = static_cast<const CountReads*>(reads)->counts;
-    auto it = counts.find(root.key.id);
-    out->SetUint64(it == counts.end() ? 0 : it->second);
-    return true;
+    return RenderCount(root, reads, out);
   }
 
   bool Define(const EntityRecord& root, SourceView& source, JsonValue* out,
@@ -75,11 +80,28 @@ class CountDerivation : public Derivation {
   const Relation& via_;
 };
 
+// Through a link: the counter of the linked relation, one row per document.
 class LinkedCountDerivation : public LinkedDerivation {
  public:
   LinkedCountDerivation(const CountSpec& spec, PlanBuilder& plan)
       : LinkedDerivation(*spec.through, spec.entity, plan) {}
 
+  Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+              std::unique_ptr<DerivationReads>* out) const override {
+    auto reads = std::make_unique<CountReads>();
+    std::vector<std::string> ids;
+    for (const EntityRecord* root : roots) ids.push_back(root->key.id);
+    DENORMD_RETURN_IF_ERROR(CountReferrers(txn.index(), linked_relation(), ids, &reads->counts));
+    *out = std::move(reads);
+    return Status::Ok();
+  }
+
+  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
+              JsonAllocator& /*allocator*/) const override {
+    return RenderCount(root, reads, out);
+  }
+
+  // For verify.
   bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
             JsonAllocator& /*allocator*/) const override {
     out->SetUint64(LiveOnly(linked, target).size());

@@ -8,7 +8,8 @@
 //
 // {ids: T, through: L, from: F, to: G [, limit: N]}: the ids of the live
 // entities of T this entity is linked to by rows of L, ascending (the first
-// N): the many-to-many side with a join table (derivations/linked.h).
+// N): the many-to-many side with a join table (derivations/linked.h), read
+// and spliced like the list above over the relation kept through the link.
 #include <algorithm>
 
 #include "projections/derivations/children.h"
@@ -84,23 +85,18 @@ bool SpliceStoredIds(const std::string& json, const std::string& field, const Re
   return true;
 }
 
-class IdsDerivation : public Derivation {
+// An ids list read from one relation: from the index, or within a batch by
+// splicing the stored list with the moves (what both kinds of ids share).
+class IdsList {
  public:
-  IdsDerivation(const IdsSpec& spec, PlanBuilder& plan)
-      : spec_(spec),
-        projection_(plan.projection_index()),
+  IdsList(const Relation& relation, std::optional<uint64_t> limit, PlanBuilder& plan)
+      : relation_(relation),
+        limit_(limit),
         projection_config_(plan.projection()),
-        field_(plan.field()),
-        via_(plan.UseRelation(spec.entity, spec.via, nullptr, Relation::Flavour::kReferences)) {}
-
-  std::vector<std::string> DependsOn() const override { return {spec_.entity}; }
-
-  void CollectAffected(const EntityChange& change, AffectedUnits* out) const override {
-    AddParentsOfChild(via_, projection_, change, /*payload=*/false, out, /*record_moves=*/true);
-  }
+        field_(plan.field()) {}
 
   Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
-              std::unique_ptr<DerivationReads>* out) const override {
+              std::unique_ptr<DerivationReads>* out) const {
     auto reads = std::make_unique<IdsReads>();
     DENORMD_RETURN_IF_ERROR(ReadFromIndex(txn, roots, reads.get()));
     *out = std::move(reads);
@@ -108,16 +104,15 @@ class IdsDerivation : public Derivation {
   }
 
   Status ReadInBatch(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
-                     const RelationMoves& moves,
-                     std::unique_ptr<DerivationReads>* out) const override {
+                     const RelationMoves& moves, std::unique_ptr<DerivationReads>* out) const {
     // A limited list cannot take a move out of its tail: it is read.
-    if (spec_.limit) return Read(txn, roots, out);
+    if (limit_) return Read(txn, roots, out);
     std::vector<std::string> ids;
     for (const EntityRecord* root : roots) ids.push_back(root->key.id);
     std::vector<DocumentRow> stored;
     DENORMD_RETURN_IF_ERROR(txn.documents().Load(projection_config_, ids, &stored));
     static const std::map<std::string, ReferrerMoves> kNone;
-    auto relation = moves.find(&via_);
+    auto relation = moves.find(&relation_);
     const auto& moved = relation == moves.end() ? kNone : relation->second;
     auto reads = std::make_unique<IdsReads>();
     for (const DocumentRow& row : stored) {
@@ -134,7 +129,7 @@ class IdsDerivation : public Derivation {
     std::vector<std::string> spliced;
     for (const auto& entry : reads->children) spliced.push_back(entry.first);
     std::map<std::string, uint64_t> counts;
-    DENORMD_RETURN_IF_ERROR(CountReferrers(txn.index(), via_, spliced, &counts));
+    DENORMD_RETURN_IF_ERROR(CountReferrers(txn.index(), relation_, spliced, &counts));
     for (const std::string& id : spliced) {
       if (counts[id] != reads->children[id].size()) reads->children.erase(id);
     }
@@ -148,19 +143,11 @@ class IdsDerivation : public Derivation {
   }
 
   bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
-              JsonAllocator& allocator) const override {
+              JsonAllocator& allocator) const {
     const auto& children = static_cast<const IdsReads*>(reads)->children;
     auto it = children.find(root.key.id);
-    RenderIds(it == children.end() ? std::vector<std::string>() : it->second, spec_.limit, out,
+    RenderIds(it == children.end() ? std::vector<std::string>() : it->second, limit_, out,
               allocator);
-    return true;
-  }
-
-  bool Define(const EntityRecord& root, SourceView& source, JsonValue* out,
-              JsonAllocator& allocator) const override {
-    RenderIds(source.ReferrerIds(spec_.entity, spec_.via, SourceView::Naming::kReferences,
-                                 root.key.id),
-              spec_.limit, out, allocator);
     return true;
   }
 
@@ -175,12 +162,12 @@ class IdsDerivation : public Derivation {
     // Index rows are in (sort, id) order; without an order (the relation
     // carries none for another field) that is id order, so a limited list
     // reads only its first `limit` rows.
-    const bool by_id = via_.order() == nullptr || !via_.order()->present;
+    const bool by_id = relation_.order() == nullptr || !relation_.order()->present;
     DENORMD_RETURN_IF_ERROR(
-        spec_.limit && by_id
-            ? ReadFirstReferrers(txn.index(), via_, ids, *spec_.limit, ReferenceIndex::Read::kKeys,
+        limit_ && by_id
+            ? ReadFirstReferrers(txn.index(), relation_, ids, *limit_, ReferenceIndex::Read::kKeys,
                                  &referrers)
-            : ReadReferrers(txn.index(), via_, ids, ReferenceIndex::Read::kKeys, &referrers));
+            : ReadReferrers(txn.index(), relation_, ids, ReferenceIndex::Read::kKeys, &referrers));
     std::set<std::string> filled;
     for (const Referrer& referrer : referrers) {
       reads->children[referrer.target].push_back(referrer.entity.key.id);
@@ -193,18 +180,83 @@ class IdsDerivation : public Derivation {
     return Status::Ok();
   }
 
-  const IdsSpec& spec_;
-  const size_t projection_;
+  const Relation& relation_;
+  const std::optional<uint64_t> limit_;
   const ProjectionConfig& projection_config_;
   const std::string field_;
-  const Relation& via_;
 };
 
+class IdsDerivation : public Derivation {
+ public:
+  IdsDerivation(const IdsSpec& spec, PlanBuilder& plan)
+      : spec_(spec),
+        projection_(plan.projection_index()),
+        via_(plan.UseRelation(spec.entity, spec.via, nullptr, Relation::Flavour::kReferences)),
+        list_(via_, spec.limit, plan) {}
+
+  std::vector<std::string> DependsOn() const override { return {spec_.entity}; }
+
+  void CollectAffected(const EntityChange& change, AffectedUnits* out) const override {
+    AddParentsOfChild(via_, projection_, change, /*payload=*/false, out, /*record_moves=*/true);
+  }
+
+  Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+              std::unique_ptr<DerivationReads>* out) const override {
+    return list_.Read(txn, roots, out);
+  }
+
+  Status ReadInBatch(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+                     const RelationMoves& moves,
+                     std::unique_ptr<DerivationReads>* out) const override {
+    return list_.ReadInBatch(txn, roots, moves, out);
+  }
+
+  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
+              JsonAllocator& allocator) const override {
+    return list_.Render(root, reads, out, allocator);
+  }
+
+  bool Define(const EntityRecord& root, SourceView& source, JsonValue* out,
+              JsonAllocator& allocator) const override {
+    RenderIds(source.ReferrerIds(spec_.entity, spec_.via, SourceView::Naming::kReferences,
+                                 root.key.id),
+              spec_.limit, out, allocator);
+    return true;
+  }
+
+ private:
+  const IdsSpec& spec_;
+  const size_t projection_;
+  const Relation& via_;
+  const IdsList list_;
+};
+
+// Through a link: the same list over the relation kept through the link,
+// whose moves the batch records when it reconciles its rows.
 class LinkedIdsDerivation : public LinkedDerivation {
  public:
   LinkedIdsDerivation(const IdsSpec& spec, PlanBuilder& plan)
-      : LinkedDerivation(*spec.through, spec.entity, plan), limit_(spec.limit) {}
+      : LinkedDerivation(*spec.through, spec.entity, plan),
+        limit_(spec.limit),
+        list_(linked_relation(), spec.limit, plan) {}
 
+  Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+              std::unique_ptr<DerivationReads>* out) const override {
+    return list_.Read(txn, roots, out);
+  }
+
+  Status ReadInBatch(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+                     const RelationMoves& moves,
+                     std::unique_ptr<DerivationReads>* out) const override {
+    return list_.ReadInBatch(txn, roots, moves, out);
+  }
+
+  bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
+              JsonAllocator& allocator) const override {
+    return list_.Render(root, reads, out, allocator);
+  }
+
+  // For verify.
   bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
             JsonAllocator& allocator) const override {
     RenderIds(LiveOnly(linked, target), limit_, out, allocator);
@@ -213,6 +265,7 @@ class LinkedIdsDerivation : public LinkedDerivation {
 
  private:
   const std::optional<uint64_t> limit_;
+  const IdsList list_;
 };
 
 class Kind : public DerivationKind {

@@ -1,5 +1,6 @@
 #include "projections/derivations/linked.h"
 
+#include <algorithm>
 #include <set>
 
 #include "projections/derivations/registry.h"
@@ -50,7 +51,8 @@ LinkedDerivation::LinkedDerivation(const ThroughSpec& spec, std::string target_t
     : through_(spec),
       target_type_(std::move(target_type)),
       projection_(plan.projection_index()),
-      link_(plan.UseLink(spec.link, spec.from, spec.to)) {}
+      link_(plan.UseLink(spec.link, spec.from, spec.to)),
+      linked_(plan.UseLinkedRelation(link_, target_type_)) {}
 
 std::vector<std::string> LinkedDerivation::DependsOn() const {
   if (link_.link_type() == target_type_) return {target_type_};
@@ -62,8 +64,10 @@ void LinkedDerivation::CollectAffected(const EntityChange& change, AffectedUnits
     for (const std::string& from : link_.ChangedFrom(*change.before, *change.after)) {
       out->AddUnit(projection_, from);
     }
-    for (const std::string& to : link_.to().TargetsOf(*change.after)) {
-      out->locks.push_back(EntityLockKey(target_type_, to));
+    for (const EntityState* state : {change.before, change.after}) {
+      for (const std::string& to : link_.to().TargetsOf(*state)) {
+        out->locks.push_back(EntityLockKey(target_type_, to));
+      }
     }
   }
   if (change.key.type == target_type_ && ShownChanged(change)) {
@@ -77,6 +81,25 @@ bool LinkedDerivation::ShownChanged(const EntityChange& change) const {
 
 Status LinkedDerivation::Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
                               std::unique_ptr<DerivationReads>* out) const {
+  std::vector<std::string> ids;
+  for (const EntityRecord* root : roots) ids.push_back(root->key.id);
+  std::vector<Referrer> referrers;
+  DENORMD_RETURN_IF_ERROR(ReadReferrers(txn.index(), linked_, ids,
+                                        ReferenceIndex::Read::kKeysAndData, &referrers));
+  auto reads = std::make_unique<LinkedReads>();
+  for (Referrer& referrer : referrers) {
+    reads->linked[referrer.target].push_back(referrer.entity.key.id);
+    const std::string id = referrer.entity.key.id;
+    reads->live.emplace(id, std::move(referrer.entity));
+  }
+  for (auto& entry : reads->linked) std::sort(entry.second.begin(), entry.second.end());
+  *out = std::move(reads);
+  return Status::Ok();
+}
+
+Status LinkedDerivation::ReadLinkRows(StoreTransaction& txn,
+                                      const std::vector<const EntityRecord*>& roots,
+                                      std::unique_ptr<DerivationReads>* out) const {
   std::vector<std::string> ids;
   for (const EntityRecord* root : roots) ids.push_back(root->key.id);
   std::vector<LinkedPair> pairs;
@@ -113,17 +136,7 @@ bool LinkedDerivation::Render(const EntityRecord& root, const DerivationReads* r
 
 bool LinkedDerivation::Define(const EntityRecord& root, SourceView& source, JsonValue* out,
                               JsonAllocator& allocator) const {
-  std::set<std::string> linked;
-  const std::vector<const EntityRecord*> rows = source.Entities(
-      through_.link, source.ReferrerIds(through_.link, through_.from,
-                                        SourceView::Naming::kReferences, root.key.id));
-  for (const EntityRecord* row : rows) {
-    for (std::string& id : SourceView::NamedIds(through_.to, SourceView::Naming::kReferences,
-                                                row->key.id, *row->data)) {
-      linked.insert(std::move(id));
-    }
-  }
-  return Show(std::vector<std::string>(linked.begin(), linked.end()),
+  return Show(source.Paired(through_.link, through_.from, root.key.id, through_.to),
               [&](const std::string& id) { return source.Entity(target_type_, id); }, out,
               allocator);
 }

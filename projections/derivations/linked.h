@@ -7,14 +7,22 @@
 // type names X in `from` and Y in `to` (each a string or an array of
 // strings); the derivation shows the live linked entities, each once however
 // many rows link the pair, in ascending id order. The link rows are ordinary
-// entities (versions, tombstones), indexed by the two relations of the Link.
+// entities (versions, tombstones), indexed by the relations of the Link.
+//
+// What a document is linked to is read from the relation the plan keeps
+// through the link (Relation::Flavour::kLinked, projections/linked_rows.h):
+// one row per live linked entity, so a count reads a counter and a list is
+// spliced or read by index like a `via` relation's, whatever the linked set
+// holds.
 //
 // How changes reach documents:
 //   * a link row change: the `from` ids whose linked `to` ids changed
-//     (Link::ChangedFrom); the `to` ids it names now are locked, so that a
-//     concurrent change of such a target either commits first (and is read)
-//     or finds this row through the index after this batch commits (the
-//     lookup case of BatchApplier::ApplyInTransaction, one step further);
+//     (Link::ChangedFrom); the `to` ids it names before and after are
+//     locked, so that a concurrent change of such an entity either commits
+//     first (and is read) or finds this row through the index after this
+//     batch commits (the lookup case of BatchApplier::ApplyInTransaction,
+//     one step further), and so that two batches deciding the linked row of
+//     one pair serialize;
 //   * a change of a linked entity that the derivation shows (liveness for
 //     count and ids, the `select` for lookup): the documents its link rows
 //     name in `from`, found through the `to` relation (AffectedUnits::
@@ -57,6 +65,7 @@ struct LinkedReads : DerivationReads {
   std::map<std::string, EntityRecord> live;                // linked id -> its live entity
 };
 
+
 // A derivation through a link: the entities of `target_type` that the
 // documents of one projection are linked to through `spec`. Finds the
 // affected documents and reads for them; the kinds render. Immutable.
@@ -67,14 +76,14 @@ class LinkedDerivation : public Derivation {
   // The link type and the target type.
   std::vector<std::string> DependsOn() const final;
   void CollectAffected(const EntityChange& change, AffectedUnits* out) const final;
-  // The linked ids of `roots` and the live ones among them: one index read
-  // of the link rows and one load of the targets. *out is a LinkedReads.
+  // The live linked entities of `roots`, with their data: one read of the
+  // linked relation. *out is a LinkedReads.
   Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
-              std::unique_ptr<DerivationReads>* out) const final;
+              std::unique_ptr<DerivationReads>* out) const override;
 
-  // Renders from the linked ids (Show), read through the index.
+  // Renders from the linked entities (Show) that Read read.
   bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
-              JsonAllocator& allocator) const final;
+              JsonAllocator& allocator) const override;
   // Renders from the linked ids found in the source rows of the link type
   // by the spec's `from` and `to`, for verify.
   bool Define(const EntityRecord& root, SourceView& source, JsonValue* out,
@@ -88,8 +97,15 @@ class LinkedDerivation : public Derivation {
   // `change` (a change of the target type). By default: its liveness.
   virtual bool ShownChanged(const EntityChange& change) const;
 
+  // The ids `roots` are linked to, dangling ones too, from their link rows
+  // and a load of those ids (what a lookup that shows a missing target as
+  // null reads; it costs the linked set). *out is a LinkedReads.
+  Status ReadLinkRows(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+                      std::unique_ptr<DerivationReads>* out) const;
+
   // The field's value from the ids a document is linked to (ascending, each
-  // once, live or not) and `target`.
+  // once; from Read, the live ones; from ReadLinkRows and for verify, live
+  // or not) and `target`.
   virtual bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
                     JsonAllocator& allocator) const = 0;
 
@@ -97,11 +113,17 @@ class LinkedDerivation : public Derivation {
   static std::vector<std::string> LiveOnly(const std::vector<std::string>& linked,
                                            const TargetOf& target);
 
+  // The relation kept through the link: a row (target: the document's id)
+  // per live linked entity, by id.
+  const Relation& linked_relation() const { return linked_; }
+  size_t projection() const { return projection_; }
+
  private:
   const ThroughSpec& through_;
   const std::string target_type_;
   const size_t projection_;
   const Link& link_;
+  const Relation& linked_;
 };
 
 }  // namespace denormd

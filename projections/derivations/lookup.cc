@@ -12,8 +12,10 @@
 // {lookup: T, through: L, from: F, to: G [, select] [, missing]}: the
 // entities of T this entity is linked to by rows of L (a join table;
 // derivations/linked.h), in ascending id order, each as `select` shows it;
-// a link to a missing target is left out (skip) or null. A change of what a
-// target shows reaches the documents through its link rows.
+// a link to a missing target is left out (skip) or null. Read from the
+// relation kept through the link (live targets, one read), or with `missing:
+// null` from the link rows. A change of what a target shows reaches the
+// documents through its link rows.
 #include <functional>
 #include <set>
 
@@ -144,6 +146,14 @@ class LinkedLookupDerivation : public LinkedDerivation {
  public:
   LinkedLookupDerivation(const LookupSpec& spec, PlanBuilder& plan)
       : LinkedDerivation(*spec.through, spec.entity, plan), spec_(spec) {}
+
+  // The relation kept through the link holds live targets only; a missing
+  // one shown as null is found in the link rows.
+  Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
+              std::unique_ptr<DerivationReads>* out) const override {
+    if (spec_.missing_as_null) return ReadLinkRows(txn, roots, out);
+    return LinkedDerivation::Read(txn, roots, out);
+  }
 
   bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
             JsonAllocator& allocator) const override {
