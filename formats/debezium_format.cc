@@ -1,5 +1,6 @@
 #include "formats/debezium_format.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -68,6 +69,26 @@ std::string SourceTable(const JsonValue& source, const std::string& topic) {
     return std::string(schema->GetString()) + "." + table->GetString();
   }
   return TableOfTopic(topic);
+}
+
+// What the connector writes for a TOASTed column that an UPDATE left
+// unchanged (with the table's default replica identity): its
+// `unavailable.value.placeholder`, left at its default. A text or jsonb
+// column holds the string; a bytea column its bytes, which the JSON
+// converter writes in base64; an array column an array of the string.
+constexpr const char kUnavailable[] = "__debezium_unavailable_value";
+constexpr const char kUnavailableBase64[] = "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==";
+
+bool IsUnavailableValue(const JsonValue& value) {
+  if (value.IsString()) {
+    const std::string text(value.GetString(), value.GetStringLength());
+    return text == kUnavailable || text == kUnavailableBase64;
+  }
+  if (!value.IsArray() || value.Empty()) return false;
+  for (const JsonValue& element : value.GetArray()) {
+    if (!element.IsString() || element.GetString() != std::string(kUnavailable)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -215,9 +236,20 @@ Status DebeziumDecoder::Decode(const RawRecord& record, std::vector<EntityEvent>
   if (event_op == EventOp::kUpsert) {
     auto data = NewEntityJson();
     data->CopyFrom(*row, data->GetAllocator());
+    // Columns the connector did not send keep their stored values
+    // (EntityEvent::unchanged; the BatchApplier merges them).
+    for (auto it = data->MemberBegin(); it != data->MemberEnd(); ++it) {
+      if (IsUnavailableValue(it->value)) {
+        event.unchanged.emplace_back(it->name.GetString(), it->name.GetStringLength());
+      }
+    }
     for (const std::string& column : input_.json_columns) {
       auto it = data->FindMember(column.c_str());
       if (it == data->MemberEnd() || it->value.IsNull()) continue;
+      if (std::find(event.unchanged.begin(), event.unchanged.end(), column) !=
+          event.unchanged.end()) {
+        continue;
+      }
       if (!it->value.IsString()) {
         return Status::InvalidInput("column " + Quote(column) +
                                     " (json_columns) must hold a string of JSON, found " +

@@ -31,17 +31,47 @@ bool DataChanged(const EntityState& before, const EntityState& after) {
   return IsLive(before) && !JsonEquals(*before->data, *after->data);
 }
 
-// The state after one event; false when the event is stale.
-bool NextState(const EntityEvent& event, EntityState* state) {
+// What NextState made of an event.
+enum class Outcome { kApplied, kStale, kRefused };
+
+// The state after one event: kStale when the event is older than the state;
+// kRefused (with *reason) when it cannot be applied to it.
+Outcome NextState(const EntityEvent& event, EntityState* state, std::string* reason) {
   if (event.version && *state && (*state)->version && *event.version <= *(*state)->version) {
-    return false;
+    return Outcome::kStale;
   }
   EntityRecord next;
   next.key = event.key;
   next.version = event.version ? event.version : (*state ? (*state)->version : std::nullopt);
   switch (event.op) {
     case EventOp::kUpsert:
-      next.data = event.data;
+      if (event.unchanged.empty()) {
+        next.data = event.data;
+        break;
+      }
+      // Members the source left out keep the stored values.
+      if (!IsLive(*state)) {
+        *reason = "the source did not send the unchanged value of \"" + event.unchanged[0] +
+                  "\" (a TOASTed column: see docs/configuration.md, \"Unchanged large values\"), "
+                  "and no stored " + event.key.type + " " + event.key.id + " has it";
+        return Outcome::kRefused;
+      } else {
+        auto merged = NewEntityJson();
+        merged->CopyFrom(*event.data, merged->GetAllocator());
+        const JsonValue& stored = *(*state)->data;
+        for (const std::string& name : event.unchanged) {
+          const JsonValue member(rapidjson::StringRef(name.data(), name.size()));
+          auto placeholder = merged->FindMember(member);
+          if (placeholder == merged->MemberEnd()) continue;
+          auto kept = stored.FindMember(member);
+          if (kept == stored.MemberEnd()) {  // absent before: absent still
+            merged->RemoveMember(placeholder);
+          } else {
+            placeholder->value.CopyFrom(kept->value, merged->GetAllocator());
+          }
+        }
+        next.data = std::move(merged);
+      }
       break;
     case EventOp::kPatch: {
       auto patched = NewEntityJson();
@@ -56,7 +86,7 @@ bool NextState(const EntityEvent& event, EntityState* state) {
       break;
   }
   *state = std::move(next);
-  return true;
+  return Outcome::kApplied;
 }
 
 // The write of `record` with the index rows it gains and loses.
@@ -256,12 +286,15 @@ void BatchApplier::ApplyEvents(const EventBatch& batch, EntityStates* states, St
     PositionUpdate& stream = (*streams)[StreamKey(item.at)];
     EntityState& state = (*states)[item.event.key].second;
     EntityState next = state;
-    if (!NextState(item.event, &next)) {
+    std::string reason;
+    const Outcome outcome = NextState(item.event, &next, &reason);
+    if (outcome == Outcome::kStale) {
       stream.stale++;
       stats->stale++;
       continue;
     }
-    Status limits = IndexLimitsError(next);
+    Status limits = outcome == Outcome::kRefused ? Status::InvalidInput(reason)
+                                                 : IndexLimitsError(next);
     if (!limits.ok()) {
       refused->push_back({item.at, item.raw, limits.message()});
       stream.dead++;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "projections/json.h"
 
@@ -41,6 +42,12 @@ struct EntityEvent {
   EventOp op = EventOp::kUpsert;
   std::optional<uint64_t> version;
   JsonPtr data;  // upsert: the new data (an object); patch: the merge patch; delete: null
+  // Upsert: top-level members the source did not send and that keep their
+  // stored value (a Debezium update leaves an unchanged TOASTed column out
+  // and writes a placeholder in its place, which `data` still holds). An
+  // event with such members for an entity that has no live stored state is
+  // refused as a dead letter.
+  std::vector<std::string> unchanged;
 };
 
 // What a batch did to one entity: its state before and after. Only changes

@@ -490,5 +490,86 @@ TEST(DebeziumFormat, JoinIdParts) {
   EXPECT_EQ("a\\\\:", JoinIdParts({"a\\", ""}));
 }
 
+// An UPDATE that leaves a TOASTed column unchanged reaches Debezium without
+// it (the table's default replica identity), and the connector writes its
+// placeholder instead: text and jsonb as the string, bytea in base64, an
+// array as an array of the string. Each such column keeps its stored value;
+// with no stored row to take it from, the update is a dead letter.
+constexpr const char kToastConfig[] = R"(
+source:
+  kafka:
+    brokers: b:9092
+    group: g
+    topics:
+      - {topic: app.public.authors, format: debezium, entity: author, json_columns: [profile]}
+store: {schema: toast}
+entities: [author]
+projections:
+  authors:
+    from: author
+    fields:
+      name: last_name
+      bio: bio
+      profile: profile
+      avatar: avatar
+      tags: tags
+)";
+
+TEST(DebeziumFormat, UnchangedToastedColumnsKeepTheirStoredValues) {
+  testing::InMemory memory(kToastConfig);
+  InputDecoder decoder(memory.config());
+  const std::string bio(10000, 'b');
+  const std::string profile = R"({\"about\": \")" + std::string(10000, 'p') + R"(\"})";
+  auto row = [&](const std::string& id, const std::string& last_name, bool unavailable) {
+    if (unavailable) {
+      return R"({"id": ")" + id + R"(", "last_name": ")" + last_name +
+             R"(", "bio": "__debezium_unavailable_value",)"
+             R"( "profile": "__debezium_unavailable_value",)"
+             R"( "avatar": "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==",)"
+             R"( "tags": ["__debezium_unavailable_value"]})";
+    }
+    return R"({"id": ")" + id + R"(", "last_name": ")" + last_name + R"(", "bio": ")" + bio +
+           R"(", "profile": ")" + profile + R"(", "avatar": "AAEC", "tags": ["x", "y"]})";
+  };
+  auto record = [&](const std::string& id, const std::string& op, const std::string& after,
+                    uint64_t lsn) {
+    RawRecord r = Record("app.public.authors", R"({"id": ")" + id + R"("})",
+                         Envelope(op, after, R"({"lsn": )" + std::to_string(lsn) + "}"));
+    r.at.position = static_cast<int64_t>(lsn);  // each record its own offset
+    return r;
+  };
+  BatchStats stats = ApplyRecords(&memory, decoder, {record("a1", "c", row("a1", "Old", false), 10)}, 1);
+  ASSERT_EQ(1u, stats.applied);
+  const std::string before = memory.Documents("authors").at("a1").json;
+  stats = ApplyRecords(&memory, decoder,
+                       {record("a1", "u", row("a1", "New", true), 20),
+                        record("a2", "u", row("a2", "Nobody", true), 21)},
+                       2);
+  EXPECT_EQ(1u, stats.applied);
+  EXPECT_EQ(1u, stats.dead_letters);
+  const std::string after = memory.Documents("authors").at("a1").json;
+  EXPECT_NE(std::string::npos, after.find(R"("name":"New")")) << after.substr(0, 80);
+  // Everything else as it was, in the same places.
+  std::string expected = before;
+  for (const std::string field : {R"("last_name":"Old")", R"("name":"Old")"}) {
+    const size_t at = expected.find(field);
+    ASSERT_NE(std::string::npos, at) << field;
+    expected.replace(at + field.size() - 4, 3, "New");
+  }
+  EXPECT_TRUE(expected == after) << after.substr(0, 60) << " ... " << after.substr(after.size() - 60);
+  EXPECT_EQ(std::string::npos, after.find("unavailable"));
+  // The update of a row denormd never saw is refused with the reason.
+  ASSERT_EQ(1u, memory.store().state().dead_letters.size());
+  const std::string reason = memory.store().state().dead_letters[0].reason;
+  EXPECT_NE(std::string::npos, reason.find("did not send the unchanged value of \"bio\"")) << reason;
+  EXPECT_NE(std::string::npos, reason.find("no stored author a2")) << reason;
+  EXPECT_EQ(0u, memory.Documents("authors").count("a2"));
+  // A later update that sends every value stores them as sent.
+  stats = ApplyRecords(&memory, decoder, {record("a1", "u", row("a1", "New", false), 30)}, 1);
+  EXPECT_EQ(1u, stats.applied);
+  EXPECT_TRUE(expected == memory.Documents("authors").at("a1").json);
+  EXPECT_TRUE(memory.Differences().empty());
+}
+
 }  // namespace
 }  // namespace denormd
