@@ -119,8 +119,12 @@ class PlanBuilder {
                               const Path& to) = 0;
   // The relation of `target_type` through `link` (Relation::Flavour::
   // kLinked): a row per live entity of that type and `from` id a live link
-  // row pairs it with, kept by projections/linked_rows.h.
-  virtual const Relation& UseLinkedRelation(const Link& link, const std::string& target_type) = 0;
+  // row pairs it with, kept by projections/linked_rows.h; by id, or in
+  // `order` of the linked entities' fields, or in `link_order` of the link
+  // rows' fields (at most one of the two present).
+  virtual const Relation& UseLinkedRelation(const Link& link, const std::string& target_type,
+                                            const OrderBy* order = nullptr,
+                                            const OrderBy* link_order = nullptr) = 0;
 };
 
 // A derivation kind: its syntax (config/derivation_syntax.h) and how a

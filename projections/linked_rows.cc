@@ -11,17 +11,37 @@ void AddLinkedCandidates(const std::vector<const Relation*>& linked, const Entit
                          LinkedCandidates* out) {
   for (const Relation* relation : linked) {
     const Link& link = *relation->link();
+    const Relation* ordered_pairs = relation->ordered_pairs();
     if (change.key.type == link.link_type()) {
       const auto before = link.PairsOf(*change.before);
       const auto after = link.PairsOf(*change.after);
       std::vector<std::pair<std::string, std::string>> changed;
-      std::set_symmetric_difference(before.begin(), before.end(), after.begin(), after.end(),
-                                    std::back_inserter(changed));
+      const bool resorted =
+          ordered_pairs != nullptr && IsLive(*change.before) && IsLive(*change.after) &&
+          ordered_pairs->SortKey(change.key.id, *(*change.before)->data) !=
+              ordered_pairs->SortKey(change.key.id, *(*change.after)->data);
+      if (resorted) {
+        std::set_union(before.begin(), before.end(), after.begin(), after.end(),
+                       std::back_inserter(changed));
+      } else {
+        std::set_symmetric_difference(before.begin(), before.end(), after.begin(), after.end(),
+                                      std::back_inserter(changed));
+      }
       if (!changed.empty()) out->pairs[relation].insert(changed.begin(), changed.end());
+      if (ordered_pairs != nullptr) {
+        for (const auto& pair : after) out->changed_rows[relation][pair]++;
+        out->earlier[change.key].push_back(*change.before);
+      }
     }
-    if (change.key.type == relation->entity_type() &&
-        IsLive(*change.before) != IsLive(*change.after)) {
-      out->entities[relation].insert(change.key.id);
+    if (change.key.type == relation->entity_type()) {
+      const bool was = IsLive(*change.before), is = IsLive(*change.after);
+      const bool entity_order = relation->order() != nullptr && ordered_pairs == nullptr;
+      const bool resorted =
+          entity_order && was && is &&
+          relation->SortKey(change.key.id, *(*change.before)->data) !=
+              relation->SortKey(change.key.id, *(*change.after)->data);
+      if (was != is || resorted) out->entities[relation].insert(change.key.id);
+      if (entity_order) out->earlier[change.key].push_back(*change.before);
     }
   }
 }
@@ -40,12 +60,15 @@ namespace {
 using Pair = std::pair<std::string, std::string>;  // (from id, to id)
 
 // Reconciles the rows of one kLinked relation for `pairs` and every pair of
-// `entities`; appends the writes to *writes (by owner) and the moves.
+// `entities`; appends the writes to *writes (by owner) and, by id, the moves.
 Status ReconcileRelation(StoreTransaction& txn, const Relation& relation, std::set<Pair> pairs,
                          const std::set<std::string>& entities,
+                         const LinkedCandidates& candidates,
                          std::map<EntityKey, ReferenceIndex::OwnedRows>* writes,
                          RelationMoves* moves) {
   const Link& link = *relation.link();
+  const Relation* ordered_pairs = relation.ordered_pairs();
+  const bool entity_order = relation.order() != nullptr && ordered_pairs == nullptr;
   // The pairs of `entities` that live link rows name now: those are linked.
   std::set<Pair> linked;
   if (!entities.empty()) {
@@ -57,49 +80,119 @@ Status ReconcileRelation(StoreTransaction& txn, const Relation& relation, std::s
     pairs.insert(linked.begin(), linked.end());
   }
   if (pairs.empty()) return Status::Ok();
-  // Whether each pair's `to` entity is live.
+  // Each pair's `to` entity, if live.
   std::set<std::string> to_ids;
   for (const Pair& pair : pairs) to_ids.insert(pair.second);
   std::vector<EntityKey> keys;
   for (const std::string& id : to_ids) keys.push_back({relation.entity_type(), id});
   std::vector<EntityRecord> records;
   DENORMD_RETURN_IF_ERROR(txn.source().LoadEntities(keys, &records));
-  std::set<std::string> live;
-  for (const EntityRecord& record : records) {
-    if (record.live()) live.insert(record.key.id);
+  std::map<std::string, EntityRecord> live;
+  for (EntityRecord& record : records) {
+    if (record.live()) live.emplace(record.key.id, std::move(record));
   }
-  // Whether a live link row names each other pair: its counter.
-  std::vector<IndexRange> counted;
+  // The sort keys each pair's stored row may have: `probe`; and the one it
+  // should have: `sort`.
+  std::map<Pair, std::set<std::string>> probe;
+  std::map<Pair, std::string> sort;
   for (const Pair& pair : pairs) {
-    if (live.count(pair.second) && !linked.count(pair)) {
-      counted.push_back({Link::PairKey(pair.first, pair.second), std::nullopt, false, 0});
+    auto entity = live.find(pair.second);
+    if (entity_order) {
+      if (entity != live.end()) {
+        sort[pair] = relation.SortKey(pair.second, *entity->second.data);
+        probe[pair].insert(sort[pair]);
+      }
+      auto earlier = candidates.earlier.find({relation.entity_type(), pair.second});
+      if (earlier == candidates.earlier.end()) continue;
+      for (const EntityState& state : earlier->second) {
+        if (IsLive(state)) probe[pair].insert(relation.SortKey(pair.second, *state->data));
+      }
+    } else if (ordered_pairs == nullptr) {
+      probe[pair].insert("");
     }
   }
+  // Whether a live link row links each pair not known to be linked: its
+  // counter; in a link order, its first rows, which also give its sort key.
   std::map<std::string, uint64_t> counts;
-  if (!counted.empty()) {
-    DENORMD_RETURN_IF_ERROR(txn.index().Count(link.pairs(), counted, &counts));
+  if (ordered_pairs == nullptr) {
+    std::vector<IndexRange> counted;
+    for (const Pair& pair : pairs) {
+      if (live.count(pair.second) && !linked.count(pair)) {
+        counted.push_back({Link::PairKey(pair.first, pair.second), std::nullopt, false, 0});
+      }
+    }
+    if (!counted.empty()) {
+      DENORMD_RETURN_IF_ERROR(txn.index().Count(link.pairs(), counted, &counts));
+    }
+  } else {
+    // The row sorted as the pair's first link row when it was written: one
+    // of the pair's first k+1 rows now (k: the changed rows naming it), or
+    // a changed row as it was.
+    static const std::map<Pair, size_t> kNone;
+    auto changed = candidates.changed_rows.find(&relation);
+    const auto& changed_rows = changed == candidates.changed_rows.end() ? kNone : changed->second;
+    size_t first = 1;
+    std::vector<std::string> keys_of_pairs;
+    for (const Pair& pair : pairs) {
+      keys_of_pairs.push_back(Link::PairKey(pair.first, pair.second));
+      auto k = changed_rows.find(pair);
+      if (k != changed_rows.end()) first = std::max(first, k->second + 1);
+    }
+    std::vector<Referrer> rows;
+    DENORMD_RETURN_IF_ERROR(ReadFirstReferrers(txn.index(), *ordered_pairs, keys_of_pairs, first,
+                                               ReferenceIndex::Read::kKeys, &rows));
+    const auto by_pair = GroupByTarget(rows);
+    for (const Pair& pair : pairs) {
+      auto found = by_pair.find(Link::PairKey(pair.first, pair.second));
+      if (found == by_pair.end()) continue;
+      counts[found->first] = found->second.size();
+      sort[pair] = found->second.front()->sort;
+      for (const Referrer* row : found->second) probe[pair].insert(row->sort);
+    }
+    for (const auto& entry : candidates.earlier) {
+      if (entry.first.type != link.link_type()) continue;
+      for (const EntityState& state : entry.second) {
+        if (!IsLive(state)) continue;
+        const std::string key = ordered_pairs->SortKey(entry.first.id, *state->data);
+        for (const Pair& pair : link.PairsOf(state)) {
+          if (pairs.count(pair)) probe[pair].insert(key);
+        }
+      }
+    }
   }
-  // The stored rows, by key: the first row at or after (empty sort, to id).
+  // The stored rows, by key: the first row at or after each (sort, to id).
   std::vector<IndexRange> probes;
-  for (const Pair& pair : pairs) probes.push_back({pair.first, IndexKey{"", pair.second}, false, 1});
+  for (const auto& entry : probe) {
+    for (const std::string& key : entry.second) {
+      probes.push_back({entry.first.first, IndexKey{key, entry.first.second}, false, 1});
+    }
+  }
   std::vector<Referrer> found;
-  DENORMD_RETURN_IF_ERROR(
-      txn.index().Scan(relation, probes, ReferenceIndex::Read::kKeys, &found));
-  std::set<Pair> stored;
+  if (!probes.empty()) {
+    DENORMD_RETURN_IF_ERROR(
+        txn.index().Scan(relation, probes, ReferenceIndex::Read::kKeys, &found));
+  }
+  std::map<Pair, std::set<std::string>> stored;  // pair -> sort keys of its rows
   for (const Referrer& referrer : found) {
-    if (referrer.sort.empty()) stored.insert({referrer.target, referrer.entity.key.id});
+    const Pair pair{referrer.target, referrer.entity.key.id};
+    if (probe.count(pair) && probe[pair].count(referrer.sort)) stored[pair].insert(referrer.sort);
   }
   for (const Pair& pair : pairs) {
     const bool want =
         live.count(pair.second) &&
         (linked.count(pair) || counts[Link::PairKey(pair.first, pair.second)] > 0);
-    const bool have = stored.count(pair) > 0;
-    if (want == have) continue;
+    const std::string wanted = sort.count(pair) ? sort[pair] : "";
+    const std::set<std::string>& have = stored[pair];
+    if (want && have.size() == 1 && *have.begin() == wanted) continue;
+    if (!want && have.empty()) continue;
     const EntityKey owner{relation.entity_type(), pair.second};
     ReferenceIndex::OwnedRows& write = (*writes)[owner];
     write.owner = owner;
-    (want ? write.added : write.removed).push_back({&relation, pair.first, ""});
-    if (moves != nullptr) {
+    for (const std::string& key : have) {
+      if (!(want && key == wanted)) write.removed.push_back({&relation, pair.first, key});
+    }
+    if (want && !have.count(wanted)) write.added.push_back({&relation, pair.first, wanted});
+    if (moves != nullptr && have.empty() != !want) {
       ReferrerMoves& moved = (*moves)[&relation][pair.first];
       (want ? moved.joined : moved.left).insert(pair.second);
     }
@@ -122,7 +215,8 @@ Status ReconcileLinkedRows(StoreTransaction& txn, const LinkedCandidates& candid
     auto entities = candidates.entities.find(relation);
     DENORMD_RETURN_IF_ERROR(ReconcileRelation(
         txn, *relation, pairs == candidates.pairs.end() ? kNoPairs : pairs->second,
-        entities == candidates.entities.end() ? kNoEntities : entities->second, &writes, moves));
+        entities == candidates.entities.end() ? kNoEntities : entities->second, candidates,
+        &writes, moves));
   }
   if (writes.empty()) return Status::Ok();
   std::vector<ReferenceIndex::OwnedRows> rows;

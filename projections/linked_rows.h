@@ -16,7 +16,10 @@
 // changed (read from the link rows naming it: one per document it affects
 // anyway). A pair's row should exist iff b is live and the index's counter of
 // the pair (Link::pairs, kept with the link rows' own index rows) is above
-// zero; the stored row is probed by its key (its sort key is empty); the
+// zero; its sort key is empty (by id), the entity's (an order of its
+// fields), or the pair's first link row's (an order of the link rows'
+// fields, read from a kPairs relation in that order); the stored row is
+// probed by its key under each sort key it may have been written with; the
 // difference is written (ReferenceIndex::WriteRows, which moves the counters
 // only by rows that actually changed) and recorded as moves. A batch pays
 // three store calls for all of its candidates, each O(candidates).
@@ -49,12 +52,22 @@ struct LinkedCandidates {
   std::map<const Relation*, std::set<std::pair<std::string, std::string>>> pairs;
   // to ids (of the relation's type) all of whose pairs are reconciled
   std::map<const Relation*, std::set<std::string>> entities;
+  // An ordered relation's stored row sorts as its entity (or, in a link
+  // order, its pair's first link row) did when the row was written: the
+  // states the changed entities had before (or between) the changes being
+  // reconciled, so that the row is found under its old sort key.
+  std::map<EntityKey, std::vector<EntityState>> earlier;
+  // In a link order: how many changed link rows name each pair now (the
+  // pair's first rows that may have displaced the one its row sorted by).
+  std::map<const Relation*, std::map<std::pair<std::string, std::string>, size_t>> changed_rows;
   bool empty() const { return pairs.empty() && entities.empty(); }
 };
 
 // Adds the candidates `change` makes for the relations of `linked` (a plan's
-// kLinked relations): a link row's pairs that it gained or lost; an entity of
-// a relation's type that was created or deleted.
+// kLinked relations): a link row's pairs that it gained or lost (all of its
+// pairs when its sort key in a relation's link order changed); an entity of a
+// relation's type that was created or deleted (or, in an order of its
+// fields, whose sort key changed).
 void AddLinkedCandidates(const std::vector<const Relation*>& linked, const EntityChange& change,
                          LinkedCandidates* out);
 

@@ -230,6 +230,27 @@ SourceView::Naming NamingOf(const Relation& relation) {
                                                          : SourceView::Naming::kReferences;
 }
 
+// The sort key of the row of `entity` under `from` in a kLinked relation:
+// none by id; the entity's in an order of its fields; in a link order, that
+// of the first (least) link row pairing the two.
+std::string LinkedSortKey(const Relation& relation, const EntityRecord& entity,
+                          const std::string& from, SourceView& source) {
+  const Relation* ordered_pairs = relation.ordered_pairs();
+  if (ordered_pairs == nullptr) return relation.SortKey(entity.key.id, *entity.data);
+  const Link& link = *relation.link();
+  const EntityRecord* first = nullptr;
+  for (const EntityRecord* row :
+       source.Entities(link.link_type(),
+                       source.ReferrerIds(link.link_type(), link.to().path(),
+                                          SourceView::Naming::kReferences, entity.key.id))) {
+    const std::vector<std::string> named = SourceView::NamedIds(
+        link.from().path(), SourceView::Naming::kReferences, row->key.id, *row->data);
+    if (!std::binary_search(named.begin(), named.end(), from)) continue;
+    if (first == nullptr || OrderedBefore(*ordered_pairs->order(), *row, *first)) first = row;
+  }
+  return first == nullptr ? "" : ordered_pairs->SortKey(first->key.id, *first->data);
+}
+
 // How many referrers `target` has in `relation` by the source's own count.
 uint64_t DefinedCount(const Relation& relation, const std::string& target, SourceView& source) {
   const std::string& type = relation.entity_type();
@@ -312,7 +333,8 @@ Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, Source
         if (!record.live()) continue;
         for (const std::string& from : source.Paired(link.link_type(), link.to().path(),
                                                      record.key.id, link.from().path())) {
-          linked_rows[{record.key.id, relation->name(), from}] = "";
+          linked_rows[{record.key.id, relation->name(), from}] =
+              LinkedSortKey(*relation, record, from, source);
         }
       }
     }

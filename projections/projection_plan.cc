@@ -65,8 +65,15 @@ class ProjectionPlan::Builder : public PlanBuilder {
     return *plan_->links_.back();
   }
 
-  const Relation& UseLinkedRelation(const Link& link, const std::string& target_type) override {
-    const Relation& relation = Intern(Relation::Linked(target_type, link));
+  const Relation& UseLinkedRelation(const Link& link, const std::string& target_type,
+                                    const OrderBy* order, const OrderBy* link_order) override {
+    const bool by_link = link_order != nullptr && link_order->present;
+    const Relation* pairs =
+        by_link ? &Intern(Relation::Pairs(link.link_type(), link.from().path(), link.to().path(),
+                                          link_order))
+                : nullptr;
+    const Relation& relation =
+        Intern(Relation::Linked(target_type, link, by_link ? link_order : order, pairs));
     std::vector<const Relation*>& linked = plan_->linked_relations_;
     if (std::find(linked.begin(), linked.end(), &relation) == linked.end()) {
       linked.push_back(&relation);

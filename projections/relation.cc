@@ -9,11 +9,14 @@ namespace denormd {
 
 namespace {
 
+// " order [-]path", or "" without an order.
+std::string OrderWords(const OrderBy* order) {
+  if (order == nullptr || !order->present) return "";
+  return std::string(" order ") + (order->descending ? "-" : "") + order->path.text;
+}
+
 std::string RelationName(const Path& path, const OrderBy* order, Relation::Flavour flavour) {
-  std::string name = path.text;
-  if (order != nullptr && order->present) {
-    name += std::string(" order ") + (order->descending ? "-" : "") + order->path.text;
-  }
+  std::string name = path.text + OrderWords(order);
   if (flavour == Relation::Flavour::kGroup) name += " group";
   return name;
 }
@@ -29,20 +32,23 @@ Relation::Relation(std::string entity_type, const Path& path, const OrderBy* ord
       name_(RelationName(path, order, flavour)) {}
 
 std::unique_ptr<Relation> Relation::Pairs(std::string link_type, const Path& from,
-                                          const Path& to) {
-  auto relation = std::make_unique<Relation>(std::move(link_type), from, nullptr,
-                                             Flavour::kPairs);
+                                          const Path& to, const OrderBy* order) {
+  auto relation = std::make_unique<Relation>(std::move(link_type), from, order, Flavour::kPairs);
   relation->to_ = &to;
-  relation->name_ = from.text + " to " + to.text + " pairs";
+  relation->name_ = from.text + " to " + to.text + " pairs" + OrderWords(relation->order_);
   return relation;
 }
 
-std::unique_ptr<Relation> Relation::Linked(std::string target_type, const Link& link) {
-  auto relation = std::make_unique<Relation>(std::move(target_type), link.to().path(), nullptr,
+std::unique_ptr<Relation> Relation::Linked(std::string target_type, const Link& link,
+                                           const OrderBy* order,
+                                           const Relation* ordered_pairs) {
+  auto relation = std::make_unique<Relation>(std::move(target_type), link.to().path(), order,
                                              Flavour::kLinked);
   relation->link_ = &link;
+  relation->ordered_pairs_ = ordered_pairs;
   relation->name_ = "through " + link.link_type() + " from " + link.from().path().text + " to " +
-                    link.to().path().text;
+                    link.to().path().text + OrderWords(relation->order_) +
+                    (ordered_pairs != nullptr ? " of link" : "");
   return relation;
 }
 
@@ -76,6 +82,8 @@ std::vector<std::string> Relation::TargetsOf(const EntityState& state) const {
 }
 
 std::string Relation::SortKey(const std::string& id, const JsonValue& data) const {
+  // A link order is of the link rows, not of this relation's entities.
+  if (ordered_pairs_ != nullptr) return "";
   return denormd::SortKey(order_, id, data);
 }
 

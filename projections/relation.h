@@ -48,10 +48,17 @@ class Relation {
   enum class Flavour { kReferences, kGroup, kPairs, kLinked };
 
   Relation(std::string entity_type, const Path& path, const OrderBy* order, Flavour flavour);
-  // A kPairs relation of a link type over its `from` and `to` paths.
-  static std::unique_ptr<Relation> Pairs(std::string link_type, const Path& from, const Path& to);
-  // The kLinked relation of `target_type` through `link`.
-  static std::unique_ptr<Relation> Linked(std::string target_type, const Link& link);
+  // A kPairs relation of a link type over its `from` and `to` paths, its
+  // rows in `order` of the link rows (null: by id).
+  static std::unique_ptr<Relation> Pairs(std::string link_type, const Path& from, const Path& to,
+                                         const OrderBy* order = nullptr);
+  // The kLinked relation of `target_type` through `link`. Its rows are by
+  // id; or in `order` of the linked entity's fields; or, with
+  // `ordered_pairs` (a kPairs relation of the link in `order`), in `order`
+  // of the link rows' fields: a row sorts as the first link row of its pair.
+  static std::unique_ptr<Relation> Linked(std::string target_type, const Link& link,
+                                          const OrderBy* order = nullptr,
+                                          const Relation* ordered_pairs = nullptr);
 
   // The name rows are stored under: the path, the order and the flavour
   // ("authorIds", "postId order -createdAt", "postId order createdAt group").
@@ -66,6 +73,9 @@ class Relation {
   // The `to` path of a kPairs relation (path() is its `from`); null for
   // the others.
   const Path* pair_to() const { return to_; }
+  // A kLinked relation in an order of the link rows: its kPairs relation in
+  // that order; null for the others (order() is then of the entity).
+  const Relation* ordered_pairs() const { return ordered_pairs_; }
 
   // The ids an entity names (sorted, unique); empty when the path is absent.
   std::vector<std::string> Targets(const std::string& id, const JsonValue& data) const;
@@ -82,6 +92,7 @@ class Relation {
   std::string name_;
   const Path* to_ = nullptr;     // kPairs: the link's `to` path
   const Link* link_ = nullptr;   // kLinked
+  const Relation* ordered_pairs_ = nullptr;  // kLinked in a link order
 };
 
 class Link {

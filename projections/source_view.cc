@@ -196,23 +196,56 @@ Status SourceView::ForEachChunk(
   return Status::Ok();
 }
 
+namespace {
+
+// <0, 0, >0 as `a`'s value at the order's path comes before, with, or after
+// `b`'s (ids aside).
+int CompareOrderValues(const OrderBy& order, const EntityRecord& a, const EntityRecord& b) {
+  if (!order.present) return 0;
+  JsonDocument scratch_doc;
+  JsonValue scratch_a, scratch_b;
+  const JsonValue* va =
+      EvalPath(order.path, a.key.id, *a.data, &scratch_a, scratch_doc.GetAllocator());
+  const JsonValue* vb =
+      EvalPath(order.path, b.key.id, *b.data, &scratch_b, scratch_doc.GetAllocator());
+  const bool pa = va != nullptr && !va->IsNull(), pb = vb != nullptr && !vb->IsNull();
+  if (pa != pb) return pa ? -1 : 1;  // present first, in either direction
+  if (!pa) return 0;
+  const int c = ComparePresent(*va, *vb);
+  return order.descending ? -c : c;
+}
+
+}  // namespace
+
 bool OrderedBefore(const OrderBy& order, const EntityRecord& a, const EntityRecord& b) {
-  if (order.present) {
-    JsonDocument scratch_doc;
-    JsonValue scratch_a, scratch_b;
-    const JsonValue* va =
-        EvalPath(order.path, a.key.id, *a.data, &scratch_a, scratch_doc.GetAllocator());
-    const JsonValue* vb =
-        EvalPath(order.path, b.key.id, *b.data, &scratch_b, scratch_doc.GetAllocator());
-    const bool pa = va != nullptr && !va->IsNull(), pb = vb != nullptr && !vb->IsNull();
-    if (pa != pb) return pa;  // present first, in either direction
-    if (pa) {
-      int c = ComparePresent(*va, *vb);
-      if (order.descending) c = -c;
-      if (c != 0) return c < 0;
+  const int c = CompareOrderValues(order, a, b);
+  if (c != 0) return c < 0;
+  return a.key.id < b.key.id;
+}
+
+std::vector<std::string> SourceView::PairedInLinkOrder(const std::string& link_type,
+                                                       const Path& side, const std::string& id,
+                                                       const Path& other,
+                                                       const OrderBy& order) {
+  // Each paired id with its first link row (by value; any of equal ones).
+  std::map<std::string, const EntityRecord*> first;
+  for (const EntityRecord* row :
+       Entities(link_type, ReferrerIds(link_type, side, Naming::kReferences, id))) {
+    for (const std::string& named : NamedIds(other, Naming::kReferences, row->key.id, *row->data)) {
+      auto at = first.find(named);
+      if (at == first.end() || CompareOrderValues(order, *row, *at->second) < 0) {
+        first[named] = row;
+      }
     }
   }
-  return a.key.id < b.key.id;
+  std::vector<std::pair<std::string, const EntityRecord*>> paired(first.begin(), first.end());
+  std::stable_sort(paired.begin(), paired.end(), [&](const auto& a, const auto& b) {
+    const int c = CompareOrderValues(order, *a.second, *b.second);
+    return c != 0 ? c < 0 : a.first < b.first;
+  });
+  std::vector<std::string> out;
+  for (const auto& entry : paired) out.push_back(entry.first);
+  return out;
 }
 
 void SortAsConfigured(const OrderBy& order, std::vector<const EntityRecord*>* entities) {

@@ -62,6 +62,12 @@ class SourceView {
   std::vector<std::string> Paired(const std::string& link_type, const Path& side,
                                   const std::string& id, const Path& other);
 
+  // Paired(), ordered as each id's first link row (the least of the rows
+  // pairing it) sorts in `order` of the link rows' fields, ties by id.
+  std::vector<std::string> PairedInLinkOrder(const std::string& link_type, const Path& side,
+                                             const std::string& id, const Path& other,
+                                             const OrderBy& order);
+
   // Runs `define` until it asked for nothing that was not loaded, loading
   // what it missed after each run (at most a few rounds: a definition reads
   // at most three steps away from its root). Entities loaded in earlier

@@ -20,6 +20,7 @@ projections:
       countOfBooks: {count: book, through: book_author, from: author_id, to: book_id}
       books: {ids: book, through: book_author, from: author_id, to: book_id}
       firstBooks: {ids: book, through: book_author, from: author_id, to: book_id, limit: 2}
+      newestBooks: {ids: book, through: book_author, from: author_id, to: book_id, order_by: -title, limit: 2}
   books:
     from: book
     fields:
@@ -31,6 +32,7 @@ projections:
         select: {id: id, name: name}
       authorSlots: {lookup: author, through: book_author, from: book_id, to: author_id, select: [name], missing: null}
       countOfAuthors: {count: author, through: book_author, from: book_id, to: author_id}
+      firstAuthors: {embed: author, through: book_author, from: book_id, to: author_id, link_order_by: since, limit: 2, select: [name]}
 )";
 
 std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
@@ -132,6 +134,33 @@ class Oracle {
     return out;
   }
 
+  // The least value of `order_field` (a number) among the live link rows
+  // pairing `id` in `field` with each id in `other_field`; none when absent.
+  std::map<std::string, std::optional<long>> FirstLinkValue(const std::string& field,
+                                                            const std::string& id,
+                                                            const std::string& other_field,
+                                                            const std::string& order_field) const {
+    std::map<std::string, std::optional<long>> out;
+    for (const auto& entry : states_) {
+      if (entry.first.first != "book_author" || !entry.second.live) continue;
+      const auto& data = entry.second.data;
+      auto self = data.find(field), other = data.find(other_field);
+      if (self == data.end() || other == data.end() || self->second != Quoted(id)) continue;
+      if (other->second.empty() || other->second[0] != '"') continue;
+      const std::string linked = other->second.substr(1, other->second.size() - 2);
+      std::optional<long> value;
+      auto at = data.find(order_field);
+      if (at != data.end() && at->second != "null") value = std::stol(at->second);
+      auto known = out.find(linked);
+      if (known == out.end()) {
+        out[linked] = value;
+      } else if (value && (!known->second || *value < *known->second)) {
+        known->second = value;
+      }
+    }
+    return out;
+  }
+
   Collections Documents(bool* duplicate_pair) const {
     Collections out;
     out["authors"];
@@ -153,6 +182,20 @@ class Oracle {
         doc += ", \"countOfBooks\": " + std::to_string(books.size());
         doc += ", \"books\": " + IdArray(books, books.size());
         doc += ", \"firstBooks\": " + IdArray(books, 2);
+        // By title, descending (present before absent), ties by id.
+        std::vector<std::pair<std::string, std::string>> titled;  // (title JSON, id)
+        for (const std::string& book : books) {
+          auto title = Find("book", book)->data.find("title");
+          titled.push_back({title == Find("book", book)->data.end() ? "" : title->second, book});
+        }
+        std::stable_sort(titled.begin(), titled.end(), [](const auto& a, const auto& b) {
+          if (a.first.empty() != b.first.empty()) return !a.first.empty();
+          if (a.first != b.first) return a.first > b.first;
+          return a.second < b.second;
+        });
+        std::vector<std::string> newest;
+        for (const auto& entry : titled) newest.push_back(entry.second);
+        doc += ", \"newestBooks\": " + IdArray(newest, 2);
         out["authors"][id] = doc + "}";
       } else {
         std::string authors = "[", slots = "[";
@@ -172,6 +215,27 @@ class Oracle {
         }
         doc += ", \"authors\": " + authors + "], \"authorSlots\": " + slots + "]";
         doc += ", \"countOfAuthors\": " + std::to_string(live);
+        // The live authors by their first link row's `since` (present
+        // before absent), ties by id; the first 2, as {name}.
+        std::vector<std::pair<std::optional<long>, std::string>> ranked;
+        for (const auto& entry : FirstLinkValue("book_id", id, "author_id", "since")) {
+          if (Live("author", entry.first)) ranked.push_back({entry.second, entry.first});
+        }
+        std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+          if (a.first.has_value() != b.first.has_value()) return a.first.has_value();
+          if (a.first && *a.first != *b.first) return *a.first < *b.first;
+          return a.second < b.second;
+        });
+        std::string first = "[";
+        for (size_t i = 0; i < ranked.size() && i < 2; ++i) {
+          auto name = Find("author", ranked[i].second)->data.find("name");
+          first += std::string(i ? ", " : "") + "{" +
+                   (name == Find("author", ranked[i].second)->data.end()
+                        ? ""
+                        : "\"name\": " + name->second) +
+                   "}";
+        }
+        doc += ", \"firstAuthors\": " + first + "]";
         out["books"][id] = doc + "}";
       }
     }
@@ -268,8 +332,10 @@ class Generator {
       if (op < 30) {
         event.op = "delete";
       } else if (op < 45) {
-        event.op = "patch";  // repoints one side
-        if (Chance(50)) {
+        event.op = "patch";  // repoints one side, or moves the row in `since` order
+        if (Chance(30)) {
+          event.data["since"] = Chance(15) ? "null" : std::to_string(Pick(3));
+        } else if (Chance(50)) {
           LinkField("book_id", book, &event.data);
         } else {
           LinkField("author_id", author, &event.data);

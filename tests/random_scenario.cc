@@ -94,18 +94,32 @@ class Generator {
     }
   }
 
-  // count, ids or lookup of `type` through link rows of any type (r and rs
-  // name the two sides, either way round).
+  // count, ids, embed or lookup of `type` through link rows of any type (r
+  // and rs name the two sides, either way round), in an order and limited.
   std::string Through(const std::string& type) {
     const bool forward = Chance(50);
     const std::string link = ", through: " + AnyType() + ", from: " + (forward ? "r" : "rs") +
                              ", to: " + (forward ? "rs" : "r");
-    switch (Pick(3)) {
+    switch (Pick(4)) {
       case 0: return "{count: " + type + link + "}";
-      case 1: return "{ids: " + type + link + (Chance(50) ? ", limit: 2" : "") + "}";
+      case 1: return "{ids: " + type + link + LinkOrder() + (Chance(50) ? ", limit: 2" : "") + "}";
+      case 2:
+        return "{embed: " + type + link + Select() + LinkOrder() +
+               (Chance(50) ? ", limit: 2" : "") + "}";
       default:
-        return "{lookup: " + type + link + Select() + ", missing: " +
-               (Chance(50) ? "skip" : "null") + "}";
+        if (Chance(50)) return "{lookup: " + type + link + Select() + ", missing: null}";
+        return "{lookup: " + type + link + Select() + LinkOrder() +
+               (Chance(50) ? ", limit: 2" : "") + ", missing: skip}";
+    }
+  }
+
+  // Through a link: by id, in an order of the linked entity's fields, or of
+  // the link row's.
+  std::string LinkOrder() {
+    switch (Pick(3)) {
+      case 0: return "";
+      case 1: return ", order_by: " + OrderBy();
+      default: return ", link_order_by: " + OrderBy();
     }
   }
 

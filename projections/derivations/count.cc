@@ -84,7 +84,7 @@ class CountDerivation : public Derivation {
 class LinkedCountDerivation : public LinkedDerivation {
  public:
   LinkedCountDerivation(const CountSpec& spec, PlanBuilder& plan)
-      : LinkedDerivation(*spec.through, spec.entity, plan) {}
+      : LinkedDerivation(*spec.through, spec.entity, plan) {}  // unordered: no order read
 
   Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
               std::unique_ptr<DerivationReads>* out) const override {

@@ -3,7 +3,14 @@
 // order (ties and the default by id), the first N. With a limit only the
 // first N children are read, by index: a post with a million comments
 // costs three index reads for its three most recent.
+//
+// {embed: T, through: L, from: F, to: G [, select] [, order_by |
+// link_order_by] [, limit: N]}: the live entities of T this entity is
+// linked to by rows of L (a join table; derivations/linked.h), each as
+// `select` shows it, by id or in the order of their fields (order_by) or of
+// the link rows' (link_order_by), the first N, read by index in that order.
 #include "projections/derivations/children.h"
+#include "projections/derivations/linked.h"
 #include "projections/derivations/registry.h"
 #include "projections/reference_index.h"
 #include "projections/selection.h"
@@ -13,12 +20,14 @@ namespace denormd {
 namespace {
 
 struct EmbedSpec : DerivationSpec, ChildrenSpec {
+  std::optional<ThroughSpec> through;  // instead of `via` (its orders there)
   Selection select;
   OrderBy order_by;
   std::optional<uint64_t> limit;
   std::string Normalized() const override {
-    return JoinWords({"embed", entity, "via", via.text, NormalizedOrderBy(order_by),
-                      limit ? "limit " + std::to_string(*limit) : "", NormalizedSelection(select)});
+    return JoinWords({"embed", entity, through ? through->Normalized() : "via " + via.text,
+                      NormalizedOrderBy(order_by), limit ? "limit " + std::to_string(*limit) : "",
+                      NormalizedSelection(select)});
   }
 };
 
@@ -107,6 +116,28 @@ class EmbedDerivation : public Derivation {
   const Relation& via_;
 };
 
+// Through a link: the live linked entities, each as `select` shows it, in
+// the spec's order, the first N (derivations/linked.h).
+class LinkedEmbedDerivation : public LinkedDerivation {
+ public:
+  LinkedEmbedDerivation(const EmbedSpec& spec, PlanBuilder& plan)
+      : LinkedDerivation(*spec.through, spec.entity, plan, spec.limit), spec_(spec) {}
+
+  bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
+            JsonAllocator& allocator) const override {
+    ShowSelected(spec_.select, /*missing_as_null=*/false, linked, target, out, allocator);
+    return true;
+  }
+
+ private:
+  bool ShownChanged(const EntityChange& change) const override {
+    return LinkedDerivation::ShownChanged(change) ||
+           SelectionChanged(spec_.select, *change.before, *change.after);
+  }
+
+  const EmbedSpec& spec_;
+};
+
 class Kind : public DerivationKind {
  public:
   const std::string& name() const override { return name_; }
@@ -115,9 +146,18 @@ class Kind : public DerivationKind {
   std::shared_ptr<const DerivationSpec> Parse(ExpressionReader& reader) const override {
     auto spec = std::make_shared<EmbedSpec>();
     bool ok = reader.ReadEntityType("embed", &spec->entity);
-    ok = reader.ReadPath("via", &spec->via) && ok;
+    ok = ReadThrough(reader, "via", &spec->through, /*ordered=*/true) && ok;
+    if (!UsesThrough(reader)) {
+      ok = reader.ReadPath("via", &spec->via) && ok;
+      if (reader.Has("order_by")) ok = reader.ReadOrderBy("order_by", &spec->order_by) && ok;
+      if (reader.Has("link_order_by")) {
+        reader.Error("link_order_by", "\"link_order_by\" is for an embed through a link "
+                                      "(through, from, to); via orders by the children's "
+                                      "fields with order_by");
+        ok = false;
+      }
+    }
     if (reader.Has("select")) ok = reader.ReadSelection("select", &spec->select) && ok;
-    if (reader.Has("order_by")) ok = reader.ReadOrderBy("order_by", &spec->order_by) && ok;
     uint64_t limit = 0;
     if (reader.Has("limit")) {
       if (reader.ReadUint("limit", 1, &limit)) {
@@ -130,12 +170,15 @@ class Kind : public DerivationKind {
   }
 
   std::unique_ptr<Derivation> Bind(const DerivationSpec& spec, PlanBuilder& plan) const override {
-    return std::make_unique<EmbedDerivation>(static_cast<const EmbedSpec&>(spec), plan);
+    const auto& embed = static_cast<const EmbedSpec&>(spec);
+    if (embed.through) return std::make_unique<LinkedEmbedDerivation>(embed, plan);
+    return std::make_unique<EmbedDerivation>(embed, plan);
   }
 
  private:
   const std::string name_ = "embed";
-  const std::vector<std::string> keys_ = {"embed", "via", "select", "order_by", "limit"};
+  const std::vector<std::string> keys_ = {"embed", "via",      "through",       "from", "to",
+                                          "select", "order_by", "link_order_by", "limit"};
 };
 
 }  // namespace

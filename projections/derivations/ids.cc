@@ -6,10 +6,13 @@
 // the result must be as long as the index's counter for the target says, or
 // the list is read from the index after all.
 //
-// {ids: T, through: L, from: F, to: G [, limit: N]}: the ids of the live
-// entities of T this entity is linked to by rows of L, ascending (the first
-// N): the many-to-many side with a join table (derivations/linked.h), read
-// and spliced like the list above over the relation kept through the link.
+// {ids: T, through: L, from: F, to: G [, order_by | link_order_by] [, limit:
+// N]}: the ids of the live entities of T this entity is linked to by rows of
+// L, ascending, or in the order of their fields (order_by) or of the link
+// rows' (link_order_by), the first N: the many-to-many side with a join
+// table (derivations/linked.h). By id it is read and spliced like the list
+// above, over the relation kept through the link; in an order, the first N
+// are read by index in that order.
 #include <algorithm>
 
 #include "projections/derivations/children.h"
@@ -233,30 +236,36 @@ class IdsDerivation : public Derivation {
 
 // Through a link: the same list over the relation kept through the link,
 // whose moves the batch records when it reconciles its rows.
+// In an order (`order_by`, `link_order_by`), the first N read by index in
+// that order like a lookup's (LinkedDerivation::Read).
 class LinkedIdsDerivation : public LinkedDerivation {
  public:
   LinkedIdsDerivation(const IdsSpec& spec, PlanBuilder& plan)
-      : LinkedDerivation(*spec.through, spec.entity, plan),
+      : LinkedDerivation(*spec.through, spec.entity, plan, spec.limit),
         limit_(spec.limit),
+        ordered_(spec.through->ordered()),
         list_(linked_relation(), spec.limit, plan) {}
 
   Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
               std::unique_ptr<DerivationReads>* out) const override {
+    if (ordered_) return LinkedDerivation::Read(txn, roots, out);
     return list_.Read(txn, roots, out);
   }
 
   Status ReadInBatch(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
                      const RelationMoves& moves,
                      std::unique_ptr<DerivationReads>* out) const override {
+    if (ordered_) return LinkedDerivation::Read(txn, roots, out);
     return list_.ReadInBatch(txn, roots, moves, out);
   }
 
   bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,
               JsonAllocator& allocator) const override {
+    if (ordered_) return LinkedDerivation::Render(root, reads, out, allocator);
     return list_.Render(root, reads, out, allocator);
   }
 
-  // For verify.
+  // From the live linked ids, in order (Read, and verify).
   bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
             JsonAllocator& allocator) const override {
     RenderIds(LiveOnly(linked, target), limit_, out, allocator);
@@ -265,6 +274,7 @@ class LinkedIdsDerivation : public LinkedDerivation {
 
  private:
   const std::optional<uint64_t> limit_;
+  const bool ordered_;
   const IdsList list_;
 };
 
@@ -276,8 +286,11 @@ class Kind : public DerivationKind {
   std::shared_ptr<const DerivationSpec> Parse(ExpressionReader& reader) const override {
     auto spec = std::make_shared<IdsSpec>();
     bool ok = reader.ReadEntityType("ids", &spec->entity);
-    ok = ReadThrough(reader, "via", &spec->through) && ok;
-    if (!UsesThrough(reader)) ok = reader.ReadPath("via", &spec->via) && ok;
+    ok = ReadThrough(reader, "via", &spec->through, /*ordered=*/true) && ok;
+    if (!UsesThrough(reader)) {
+      ok = reader.ReadPath("via", &spec->via) && ok;
+      ok = RefuseOrderWithout(reader, "ids", "via lists ids in ascending order") && ok;
+    }
     uint64_t limit = 0;
     if (reader.Has("limit")) {
       if (reader.ReadUint("limit", 1, &limit)) {
@@ -297,7 +310,8 @@ class Kind : public DerivationKind {
 
  private:
   const std::string name_ = "ids";
-  const std::vector<std::string> keys_ = {"ids", "via", "through", "from", "to", "limit"};
+  const std::vector<std::string> keys_ = {"ids",   "via",      "through",       "from",
+                                          "to",    "order_by", "link_order_by", "limit"};
 };
 
 }  // namespace

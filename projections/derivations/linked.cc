@@ -5,6 +5,7 @@
 
 #include "projections/derivations/registry.h"
 #include "projections/reference_index.h"
+#include "projections/selection.h"
 
 namespace denormd {
 
@@ -15,7 +16,9 @@ std::string Quote(const std::string& text) { return "\"" + text + "\""; }
 }  // namespace
 
 std::string ThroughSpec::Normalized() const {
-  return JoinWords({"through", link, "from", from.text, "to", to.text});
+  return JoinWords({"through", link, "from", from.text, "to", to.text,
+                    NormalizedOrderBy(order_by),
+                    link_order_by.present ? "link " + NormalizedOrderBy(link_order_by) : ""});
 }
 
 bool UsesThrough(const ExpressionReader& reader) {
@@ -23,7 +26,7 @@ bool UsesThrough(const ExpressionReader& reader) {
 }
 
 bool ReadThrough(ExpressionReader& reader, const std::string& alternative,
-                 std::optional<ThroughSpec>* out) {
+                 std::optional<ThroughSpec>* out, bool ordered) {
   if (!UsesThrough(reader)) return true;
   bool ok = true;
   if (reader.Has(alternative)) {
@@ -37,6 +40,15 @@ bool ReadThrough(ExpressionReader& reader, const std::string& alternative,
   ok = reader.ReadEntityType("through", &spec.link) && ok;
   ok = reader.ReadPath("from", &spec.from) && ok;
   ok = reader.ReadPath("to", &spec.to) && ok;
+  if (ordered && reader.Has("order_by")) ok = reader.ReadOrderBy("order_by", &spec.order_by) && ok;
+  if (ordered && reader.Has("link_order_by")) {
+    ok = reader.ReadOrderBy("link_order_by", &spec.link_order_by) && ok;
+  }
+  if (ok && spec.order_by.present && spec.link_order_by.present) {
+    reader.Error("link_order_by", "\"order_by\" (a field of the linked entity) and "
+                                  "\"link_order_by\" (a field of the link row) exclude each other");
+    ok = false;
+  }
   if (ok && spec.from.text == spec.to.text) {
     reader.Error("to", "\"from\" and \"to\" must be two different fields of the link entity " +
                            Quote(spec.link));
@@ -46,13 +58,28 @@ bool ReadThrough(ExpressionReader& reader, const std::string& alternative,
   return ok;
 }
 
+bool RefuseOrderWithout(ExpressionReader& reader, const std::string& kind, const std::string& why,
+                        bool limit_ok) {
+  bool ok = true;
+  std::vector<std::string> keys = {"order_by", "link_order_by"};
+  if (!limit_ok) keys.push_back("limit");
+  for (const std::string& key : keys) {
+    if (!reader.Has(key)) continue;
+    reader.Error(key, Quote(key) + " applies to " + kind + " through a link (through, from, " +
+                          "to) only; " + why);
+    ok = false;
+  }
+  return ok;
+}
+
 LinkedDerivation::LinkedDerivation(const ThroughSpec& spec, std::string target_type,
-                                   PlanBuilder& plan)
+                                   PlanBuilder& plan, std::optional<uint64_t> limit)
     : through_(spec),
       target_type_(std::move(target_type)),
       projection_(plan.projection_index()),
+      limit_(limit),
       link_(plan.UseLink(spec.link, spec.from, spec.to)),
-      linked_(plan.UseLinkedRelation(link_, target_type_)) {}
+      linked_(plan.UseLinkedRelation(link_, target_type_, &spec.order_by, &spec.link_order_by)) {}
 
 std::vector<std::string> LinkedDerivation::DependsOn() const {
   if (link_.link_type() == target_type_) return {target_type_};
@@ -61,6 +88,17 @@ std::vector<std::string> LinkedDerivation::DependsOn() const {
 
 void LinkedDerivation::CollectAffected(const EntityChange& change, AffectedUnits* out) const {
   if (change.key.type == link_.link_type()) {
+    const Relation* ordered_pairs = linked_.ordered_pairs();
+    if (ordered_pairs != nullptr && IsLive(*change.before) && IsLive(*change.after) &&
+        ordered_pairs->SortKey(change.key.id, *(*change.before)->data) !=
+            ordered_pairs->SortKey(change.key.id, *(*change.after)->data)) {
+      // The row moved in the link order: every document it names.
+      for (const EntityState* state : {change.before, change.after}) {
+        for (const std::string& from : link_.from().TargetsOf(*state)) {
+          out->AddUnit(projection_, from);
+        }
+      }
+    }
     for (const std::string& from : link_.ChangedFrom(*change.before, *change.after)) {
       out->AddUnit(projection_, from);
     }
@@ -76,7 +114,11 @@ void LinkedDerivation::CollectAffected(const EntityChange& change, AffectedUnits
 }
 
 bool LinkedDerivation::ShownChanged(const EntityChange& change) const {
-  return IsLive(*change.before) != IsLive(*change.after);
+  if (IsLive(*change.before) != IsLive(*change.after)) return true;
+  return linked_.order() != nullptr && linked_.ordered_pairs() == nullptr &&
+         IsLive(*change.before) &&
+         linked_.SortKey(change.key.id, *(*change.before)->data) !=
+             linked_.SortKey(change.key.id, *(*change.after)->data);
 }
 
 Status LinkedDerivation::Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
@@ -84,15 +126,18 @@ Status LinkedDerivation::Read(StoreTransaction& txn, const std::vector<const Ent
   std::vector<std::string> ids;
   for (const EntityRecord* root : roots) ids.push_back(root->key.id);
   std::vector<Referrer> referrers;
-  DENORMD_RETURN_IF_ERROR(ReadReferrers(txn.index(), linked_, ids,
-                                        ReferenceIndex::Read::kKeysAndData, &referrers));
+  DENORMD_RETURN_IF_ERROR(
+      limit_ ? ReadFirstReferrers(txn.index(), linked_, ids, *limit_,
+                                  ReferenceIndex::Read::kKeysAndData, &referrers)
+             : ReadReferrers(txn.index(), linked_, ids, ReferenceIndex::Read::kKeysAndData,
+                             &referrers));
   auto reads = std::make_unique<LinkedReads>();
-  for (Referrer& referrer : referrers) {
-    reads->linked[referrer.target].push_back(referrer.entity.key.id);
-    const std::string id = referrer.entity.key.id;
-    reads->live.emplace(id, std::move(referrer.entity));
+  for (const auto& entry : GroupByTarget(referrers)) {  // each list in (sort, id) order
+    for (const Referrer* referrer : entry.second) {
+      reads->linked[entry.first].push_back(referrer->entity.key.id);
+      reads->live.emplace(referrer->entity.key.id, referrer->entity);
+    }
   }
-  for (auto& entry : reads->linked) std::sort(entry.second.begin(), entry.second.end());
   *out = std::move(reads);
   return Status::Ok();
 }
@@ -136,9 +181,44 @@ bool LinkedDerivation::Render(const EntityRecord& root, const DerivationReads* r
 
 bool LinkedDerivation::Define(const EntityRecord& root, SourceView& source, JsonValue* out,
                               JsonAllocator& allocator) const {
-  return Show(source.Paired(through_.link, through_.from, root.key.id, through_.to),
-              [&](const std::string& id) { return source.Entity(target_type_, id); }, out,
-              allocator);
+  const auto target = [&](const std::string& id) { return source.Entity(target_type_, id); };
+  std::vector<std::string> linked =
+      source.Paired(through_.link, through_.from, root.key.id, through_.to);
+  if (through_.order_by.present) {  // the live ones, in the order of their fields
+    std::vector<const EntityRecord*> entities = source.Entities(target_type_, linked);
+    SortAsConfigured(through_.order_by, &entities);
+    linked.clear();
+    for (const EntityRecord* entity : entities) linked.push_back(entity->key.id);
+  } else if (through_.link_order_by.present) {
+    // Each linked entity where its pair's first link row sorts.
+    linked = source.PairedInLinkOrder(through_.link, through_.from, root.key.id, through_.to,
+                                      through_.link_order_by);
+    std::vector<std::string> live;
+    for (const std::string& id : linked) {
+      if (target(id) != nullptr) live.push_back(id);
+    }
+    linked = std::move(live);
+  }
+  if (limit_) {
+    std::vector<std::string> live = LiveOnly(linked, target);
+    if (live.size() > *limit_) live.resize(*limit_);
+    linked = std::move(live);
+  }
+  return Show(linked, target, out, allocator);
+}
+
+void LinkedDerivation::ShowSelected(const Selection& select, bool missing_as_null,
+                                    const std::vector<std::string>& linked,
+                                    const TargetOf& target, JsonValue* out,
+                                    JsonAllocator& allocator) {
+  out->SetArray();
+  for (const std::string& id : linked) {
+    const EntityRecord* live = target(id);
+    if (live == nullptr && !missing_as_null) continue;
+    JsonValue item;
+    if (live != nullptr) ApplySelection(select, id, *live->data, &item, allocator);
+    out->PushBack(item, allocator);
+  }
 }
 
 std::vector<std::string> LinkedDerivation::LiveOnly(const std::vector<std::string>& linked,

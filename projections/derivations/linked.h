@@ -41,13 +41,16 @@
 
 namespace denormd {
 
-// Parsed `through: L, from: F, to: T`.
+// Parsed `through: L, from: F, to: T [, order_by: O | link_order_by: O]`.
 struct ThroughSpec {
   std::string link;  // the link entity type
   Path from;         // its field naming the document's entity
   Path to;           // its field naming the linked entity
-  // "through L from F to T"
+  OrderBy order_by;       // of the linked entities' fields (ids, lookup, embed)
+  OrderBy link_order_by;  // of the link rows' fields (idem); at most one present
+  // "through L from F to T [order O | link order O]"
   std::string Normalized() const;
+  bool ordered() const { return order_by.present || link_order_by.present; }
 };
 
 // Whether the map has `through`, `from` or `to`.
@@ -55,9 +58,17 @@ bool UsesThrough(const ExpressionReader& reader);
 
 // Reads `through`, `from` and `to` when the map has any of them (then
 // `alternative`, the key they replace, "via" or "by", must be absent), into
-// *out; leaves *out empty when it has none. False after reporting a problem.
+// *out; with `ordered`, `order_by` or `link_order_by` too. Leaves *out empty
+// when it has none. False after reporting a problem.
 bool ReadThrough(ExpressionReader& reader, const std::string& alternative,
-                 std::optional<ThroughSpec>* out);
+                 std::optional<ThroughSpec>* out, bool ordered = false);
+
+// Refuses `order_by`, `link_order_by` (and `limit`, unless `limit_ok`) in a
+// `kind` ("ids", "a lookup") that does not go through a link (`why`: what it
+// does instead).
+// False after reporting.
+bool RefuseOrderWithout(ExpressionReader& reader, const std::string& kind, const std::string& why,
+                        bool limit_ok = true);
 
 // What a derivation through a link reads for its documents.
 struct LinkedReads : DerivationReads {
@@ -71,13 +82,16 @@ struct LinkedReads : DerivationReads {
 // affected documents and reads for them; the kinds render. Immutable.
 class LinkedDerivation : public Derivation {
  public:
-  LinkedDerivation(const ThroughSpec& spec, std::string target_type, PlanBuilder& plan);
+  // The documents show the linked entities in the spec's order (by id
+  // without one), the first `limit`.
+  LinkedDerivation(const ThroughSpec& spec, std::string target_type, PlanBuilder& plan,
+                   std::optional<uint64_t> limit = std::nullopt);
 
   // The link type and the target type.
   std::vector<std::string> DependsOn() const final;
   void CollectAffected(const EntityChange& change, AffectedUnits* out) const final;
-  // The live linked entities of `roots`, with their data: one read of the
-  // linked relation. *out is a LinkedReads.
+  // The live linked entities of `roots` (the first `limit`), with their
+  // data, in order: one read of the linked relation. *out is a LinkedReads.
   Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
               std::unique_ptr<DerivationReads>* out) const override;
 
@@ -94,7 +108,8 @@ class LinkedDerivation : public Derivation {
   using TargetOf = std::function<const EntityRecord*(const std::string& id)>;
 
   // Whether what the field shows of a target differs between the states of
-  // `change` (a change of the target type). By default: its liveness.
+  // `change` (a change of the target type). By default: its liveness, or its
+  // place in an order of its fields.
   virtual bool ShownChanged(const EntityChange& change) const;
 
   // The ids `roots` are linked to, dangling ones too, from their link rows
@@ -109,12 +124,18 @@ class LinkedDerivation : public Derivation {
   virtual bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
                     JsonAllocator& allocator) const = 0;
 
+  // Each of `linked` as `select` shows its live entity; an absent or deleted
+  // one left out, or null with `missing_as_null` (lookup and embed).
+  static void ShowSelected(const Selection& select, bool missing_as_null,
+                           const std::vector<std::string>& linked, const TargetOf& target,
+                           JsonValue* out, JsonAllocator& allocator);
+
   // Those of `linked` whose entity is live.
   static std::vector<std::string> LiveOnly(const std::vector<std::string>& linked,
                                            const TargetOf& target);
 
   // The relation kept through the link: a row (target: the document's id)
-  // per live linked entity, by id.
+  // per live linked entity, in the spec's order (by id when unordered).
   const Relation& linked_relation() const { return linked_; }
   size_t projection() const { return projection_; }
 
@@ -122,6 +143,7 @@ class LinkedDerivation : public Derivation {
   const ThroughSpec& through_;
   const std::string target_type_;
   const size_t projection_;
+  const std::optional<uint64_t> limit_;
   const Link& link_;
   const Relation& linked_;
 };

@@ -9,9 +9,11 @@
 // targets, they are locked before it is recomputed (the protocol at
 // BatchApplier::Apply).
 //
-// {lookup: T, through: L, from: F, to: G [, select] [, missing]}: the
-// entities of T this entity is linked to by rows of L (a join table;
-// derivations/linked.h), in ascending id order, each as `select` shows it;
+// {lookup: T, through: L, from: F, to: G [, order_by | link_order_by]
+// [, limit] [, select] [, missing]}: the entities of T this entity is linked
+// to by rows of L (a join table; derivations/linked.h), in ascending id
+// order or in the order of their fields (order_by) or of the link rows'
+// (link_order_by), the first N, each as `select` shows it;
 // a link to a missing target is left out (skip) or null. Read from the
 // relation kept through the link (live targets, one read), or with `missing:
 // null` from the link rows. A change of what a target shows reaches the
@@ -31,12 +33,13 @@ struct LookupSpec : DerivationSpec {
   std::string entity;
   Path by;
   std::optional<ThroughSpec> through;  // instead of `by`
+  std::optional<uint64_t> limit;       // through a link only
   Selection select;
   bool missing_as_null = false;
   std::string Normalized() const override {
     return JoinWords({"lookup", entity, through ? through->Normalized() : "by " + by.text,
-                      NormalizedSelection(select),
-                      missing_as_null ? "missing null" : ""});
+                      limit ? "limit " + std::to_string(*limit) : "",
+                      NormalizedSelection(select), missing_as_null ? "missing null" : ""});
   }
 };
 
@@ -145,7 +148,7 @@ class LookupDerivation : public Derivation {
 class LinkedLookupDerivation : public LinkedDerivation {
  public:
   LinkedLookupDerivation(const LookupSpec& spec, PlanBuilder& plan)
-      : LinkedDerivation(*spec.through, spec.entity, plan), spec_(spec) {}
+      : LinkedDerivation(*spec.through, spec.entity, plan, spec.limit), spec_(spec) {}
 
   // The relation kept through the link holds live targets only; a missing
   // one shown as null is found in the link rows.
@@ -157,20 +160,14 @@ class LinkedLookupDerivation : public LinkedDerivation {
 
   bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
             JsonAllocator& allocator) const override {
-    out->SetArray();
-    for (const std::string& id : linked) {
-      const EntityRecord* live = target(id);
-      if (live == nullptr && !spec_.missing_as_null) continue;
-      JsonValue item;
-      if (live != nullptr) ApplySelection(spec_.select, id, *live->data, &item, allocator);
-      out->PushBack(item, allocator);
-    }
+    ShowSelected(spec_.select, spec_.missing_as_null, linked, target, out, allocator);
     return true;
   }
 
  private:
   bool ShownChanged(const EntityChange& change) const override {
-    return SelectionChanged(spec_.select, *change.before, *change.after);
+    return LinkedDerivation::ShownChanged(change) ||
+           SelectionChanged(spec_.select, *change.before, *change.after);
   }
 
   const LookupSpec& spec_;
@@ -184,8 +181,21 @@ class Kind : public DerivationKind {
   std::shared_ptr<const DerivationSpec> Parse(ExpressionReader& reader) const override {
     auto spec = std::make_shared<LookupSpec>();
     bool ok = reader.ReadEntityType("lookup", &spec->entity);
-    ok = ReadThrough(reader, "by", &spec->through) && ok;
-    if (!UsesThrough(reader)) ok = reader.ReadPath("by", &spec->by) && ok;
+    ok = ReadThrough(reader, "by", &spec->through, /*ordered=*/true) && ok;
+    if (!UsesThrough(reader)) {
+      ok = reader.ReadPath("by", &spec->by) && ok;
+      ok = RefuseOrderWithout(reader, "a lookup",
+                              "by shows its targets in the order the field names them",
+                              /*limit_ok=*/false) &&
+           ok;
+    } else if (reader.Has("limit")) {
+      uint64_t limit = 0;
+      if (reader.ReadUint("limit", 1, &limit)) {
+        spec->limit = limit;
+      } else {
+        ok = false;
+      }
+    }
     if (reader.Has("select")) ok = reader.ReadSelection("select", &spec->select) && ok;
     if (reader.Has("missing")) {
       std::string missing;
@@ -194,6 +204,12 @@ class Kind : public DerivationKind {
       } else {
         ok = false;
       }
+    }
+    if (ok && spec->missing_as_null && spec->through && (spec->through->ordered() || spec->limit)) {
+      reader.Error("missing", "\"missing: null\" through a link lists the links to missing "
+                              "entities by id; it cannot be combined with order_by, "
+                              "link_order_by or limit");
+      ok = false;
     }
     return ok ? spec : nullptr;
   }
@@ -206,7 +222,9 @@ class Kind : public DerivationKind {
 
  private:
   const std::string name_ = "lookup";
-  const std::vector<std::string> keys_ = {"lookup", "by", "through", "from", "to", "select", "missing"};
+  const std::vector<std::string> keys_ = {"lookup",   "by",       "through",       "from",
+                                          "to",       "order_by", "link_order_by", "limit",
+                                          "select",   "missing"};
 };
 
 }  // namespace

@@ -482,8 +482,14 @@ TEST(ConfigErrorTest, AMisspelledRequiredKeyIsNamedBeforeItIsMissing) {
 
 TEST(ConfigErrorTest, KeyOfAnotherExpressionKindIsNamedAsMisplaced) {
   ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    fields:\n"
+                                       "      a: {count: author, via: x, select: [name]}\n",
+                  "\"select\" is not allowed in a count (allowed: count, via, through, from, to)", 7,
+                  "projections.p.fields.a.select");
+  // A key of the kind that only applies in its other form says so.
+  ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    fields:\n"
                                        "      a: {lookup: author, by: x, limit: 3}\n",
-                  "\"limit\" is not allowed in a lookup (allowed: lookup, by, through, from, to, select, missing)", 7,
+                  "\"limit\" applies to a lookup through a link (through, from, to) only; by "
+                  "shows its targets in the order the field names them", 7,
                   "projections.p.fields.a.limit");
 }
 
@@ -976,13 +982,34 @@ TEST(ConfigThroughTest, ErrorsSayWhatIsWrongAndWhere) {
   ExpectOnlyError(head + "      n: {count: book, through: book_author, from: x, to: x}\n",
                   "\"from\" and \"to\" must be two different fields", 7,
                   "projections.p.fields.n.to");
-  // embed has no `through`: named as misplaced, with what embed allows.
-  const std::vector<ConfigError> errors = MustFail(
-      head + "      n: {embed: book, via: authorIds, through: book_author}\n");
-  ASSERT_EQ(errors.size(), 1u) << Dump(errors);
-  EXPECT_TRUE(Contains(errors[0].message, "\"through\" is not allowed in an embed (allowed: "))
-      << Dump(errors);
-  EXPECT_EQ(errors[0].place.line, 7);
+  // Orders and limits through a link (issue 26, point 2): one order at a
+  // time; none where the kind does not go through a link.
+  ExpectOnlyError(head + "      n: {ids: book, through: book_author, from: a, to: b, "
+                         "order_by: x, link_order_by: y}\n",
+                  "\"order_by\" (a field of the linked entity) and \"link_order_by\" (a field of "
+                  "the link row) exclude each other",
+                  7, "projections.p.fields.n.link_order_by");
+  ExpectOnlyError(head + "      n: {ids: book, via: authorIds, order_by: x}\n",
+                  "\"order_by\" applies to ids through a link (through, from, to) only; via lists "
+                  "ids in ascending order",
+                  7, "projections.p.fields.n.order_by");
+  ExpectOnlyError(head + "      n: {lookup: book, by: bookIds, link_order_by: x}\n",
+                  "\"link_order_by\" applies to a lookup through a link", 7,
+                  "projections.p.fields.n.link_order_by");
+  ExpectOnlyError(head + "      n: {embed: book, via: authorIds, link_order_by: x}\n",
+                  "\"link_order_by\" is for an embed through a link", 7,
+                  "projections.p.fields.n.link_order_by");
+  ExpectOnlyError(head + "      n: {lookup: book, through: book_author, from: a, to: b, "
+                         "limit: 2, missing: null}\n",
+                  "cannot be combined with order_by, link_order_by or limit", 7,
+                  "projections.p.fields.n.missing");
+  ExpectOnlyError(head + "      n: {count: book, through: book_author, from: a, to: b, "
+                         "order_by: x}\n",
+                  "\"order_by\" is not allowed in a count", 7, "projections.p.fields.n.order_by");
+  // embed goes through a link like the others.
+  ExpectOnlyError(head + "      n: {embed: book, via: authorIds, through: book_author, from: a, "
+                         "to: b}\n",
+                  "\"via\" and \"through\" exclude each other", 7, "projections.p.fields.n.via");
 }
 
 }  // namespace

@@ -187,7 +187,7 @@ select json_build_object('type', 'comment', 'id', id, 'op', 'upsert', 'data',
   // The fields that go through book_authors, computed by SQL joins in the
   // application database, against the documents in PostgreSQL ("" when
   // equal): an author's countOfBooks and bookIds (ascending), a book's
-  // authors ({id, name}, ascending id).
+  // authors ({id, name}, by the join rows' position, then id).
   std::string ThroughDifferences() {
     const std::string out = testing::WriteTempFile("through.tsv", "");
     const char* query = R"SQL(
@@ -199,7 +199,8 @@ select 'authors', a.id, json_build_object(
 union all
 select 'books', b.id, json_build_object(
     'authors', coalesce(json_agg(json_build_object('id', a.id, 'name', a.first_name || ' ' || a.last_name)
-                                 order by a.id collate "C") filter (where a.id is not null), '[]'))
+                                 order by ba.position, a.id collate "C")
+                        filter (where a.id is not null), '[]'))
   from books b left join book_authors ba on ba.book_id = b.id
        left join authors a on a.id = ba.author_id
   group by b.id
@@ -365,6 +366,13 @@ TEST_F(DebeziumEndToEnd, DocumentsEqualTheApplicationsRowsThroughKillsOfConnectA
   ExpectDocumentsFollowTheRows("unchanged TOASTed values", &daemon);
   if (HasFailure()) return;
   EXPECT_EQ(0u, testing::SqlCount("select count(*) from " + schema_ + ".dead_letters"));
+  // A join row moved in the book's author order (link_order_by: position).
+  ASSERT_EQ(0, AppSqlText("update book_authors set position = 0 where book_id = 'b1' and "
+                          "author_id = 'a3';\n"))
+      << ScriptLog();
+  ExpectDocumentsFollowTheRows("a join row's position changed", &daemon);
+  if (HasFailure()) return;
+  EXPECT_EQ("Dirk Stinger-T, Thomas Andersen-Smith", AuthorNames("b1"));
   // Steps 6-11: comments, a book deleted with its links, an author deleted.
   ASSERT_EQ(0, AppSqlText(ChangeSteps(6, 12))) << ScriptLog();
   ASSERT_EQ(0, AppSqlText(Load(0, 150)));
@@ -415,8 +423,10 @@ TEST_F(DebeziumEndToEnd, DocumentsEqualTheApplicationsRowsThroughKillsOfConnectA
   // last renames reached both books.
   EXPECT_EQ((std::vector<std::string>{R"(a1 2 ["b1", "b3"])", R"(a3 1 ["b3"])", R"(a4 1 ["b1"])"}),
             AuthorsBooks());
-  EXPECT_EQ("Thomas-415 Andersen-Smith, Ann Other", AuthorNames("b1"));
-  EXPECT_EQ("Thomas-415 Andersen-Smith, Dirk Stinger-410", AuthorNames("b3"));
+  // b1's second link row (position 0 since the move above) went to a4.
+  EXPECT_EQ("Ann Other, Thomas-415 Andersen-Smith", AuthorNames("b1"));
+  // b3's authors in the join rows' order: a3 at position 1, a1 at 2.
+  EXPECT_EQ("Dirk Stinger-410, Thomas-415 Andersen-Smith", AuthorNames("b3"));
   EXPECT_EQ(0, daemon.Terminate(30)) << daemon.Log();
 
   EXPECT_EQ(0, testing::RunDenormd({"verify", "-c", config_file_}, &output)) << output;
