@@ -41,4 +41,17 @@ std::string PrintableBytes(const std::string& bytes) {
   return out;
 }
 
+namespace {
+std::string& StoredCommandName() {
+  static std::string name = "denormd";
+  return name;
+}
+}  // namespace
+
+void SetCommandName(const std::string& argv0) {
+  StoredCommandName() = argv0.find('/') == std::string::npos ? "denormd" : argv0;
+}
+
+const std::string& CommandName() { return StoredCommandName(); }
+
 }  // namespace denormd

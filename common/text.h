@@ -21,6 +21,12 @@ uint64_t Fnv1a64(const std::string& text);
 // byte as \xNN (sort keys in verify's messages).
 std::string PrintableBytes(const std::string& bytes);
 
+// How the user runs denormd, for the commands that hints print (`build/denormd
+// rebuild -c config.yaml`): argv[0] when it names a path (holds a '/'), else
+// "denormd". Set once by main, before any thread starts.
+void SetCommandName(const std::string& argv0);
+const std::string& CommandName();
+
 }  // namespace denormd
 
 #endif  // DENORMD_COMMON_TEXT_H_

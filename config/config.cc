@@ -1180,10 +1180,18 @@ bool ConfigParser::ReadExpression(const Item& item, bool in_select, const std::s
     const std::string& text = item.node.Scalar();
     const bool is_template = text.find('{') != std::string::npos;
     out->kind = is_template ? Expression::Kind::kTemplate : Expression::Kind::kPath;
-    const Status status = is_template ? ParseTemplate(text, &out->template_)
+    size_t error_at = 0;
+    const Status status = is_template ? ParseTemplate(text, &out->template_, &error_at)
                                       : ParsePath(text, &out->path);
-    if (!status.ok()) Error(item, status.message());
-    return status.ok();
+    if (status.ok()) return true;
+    ConfigPlace place = item.place;
+    // A template's error points at its brace: past the opening quote of a
+    // quoted scalar (tag "!"), on the scalar's line (a one-line scalar).
+    if (is_template && place.line > 0 && text.find('\n') == std::string::npos) {
+      place.column += static_cast<int>(error_at) + (item.node.Tag() == "!" ? 1 : 0);
+    }
+    Error(place, item.where, status.message());
+    return false;
   }
   if (!item.node.IsMap()) {
     Error(item, "expected a path, a \"{template}\" string or a map such as {value: ...}, found " +
@@ -1460,7 +1468,7 @@ Status ParsePath(const std::string& text, Path* out) {
   return Status::Ok();
 }
 
-Status ParseTemplate(const std::string& text, Template* out) {
+Status ParseTemplate(const std::string& text, Template* out, size_t* error_at) {
   Template result;
   result.text = text;
   std::string literal;
@@ -1478,9 +1486,11 @@ Status ParseTemplate(const std::string& text, Template* out) {
       literal.push_back(c);
       ++i;
     } else if (c == '}') {
+      if (error_at != nullptr) *error_at = i;
       return Fail(text, "template",
                   "stray '}' at character " + std::to_string(i + 1) + " (write '}}' for a brace)");
     } else if (c == '{') {
+      if (error_at != nullptr) *error_at = i;
       const size_t close = text.find('}', i);
       if (close == std::string::npos) {
         return Fail(text, "template",

@@ -361,7 +361,9 @@ std::optional<Config> WithModel(const Config& base, const std::string& model_yam
 // Path and template syntax, shared by the parser and by tests. InvalidInput
 // with what is wrong and where on bad syntax.
 Status ParsePath(const std::string& text, Path* out);
-Status ParseTemplate(const std::string& text, Template* out);
+// On a template error, *error_at (when given) is the index in `text` of the
+// character it is about: the stray '}', or the '{' that opens the bad path.
+Status ParseTemplate(const std::string& text, Template* out, size_t* error_at = nullptr);
 
 }  // namespace denormd
 

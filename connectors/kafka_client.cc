@@ -70,14 +70,20 @@ void KafkaLogger::event_cb(RdKafka::Event& event) {
       std::string text = RdKafka::err2str(event.err()) + ": " + event.str();
       if (text == last_error_) return;
       last_error_ = text;
-      Log(event.fatal() ? LogLevel::kError : LogLevel::kWarn, "kafka_error", {{"error", text}});
+      // A broker that just started loads its group and transaction state;
+      // librdkafka retries until it is loaded (seconds): not worth a warning.
+      const bool loading = event.err() == RdKafka::ERR_COORDINATOR_LOAD_IN_PROGRESS;
+      Log(event.fatal() ? LogLevel::kError : loading ? LogLevel::kDebug : LogLevel::kWarn,
+          "kafka_error", {{"error", text}});
       return;
     }
-    case RdKafka::Event::EVENT_LOG:
-      Log(event.severity() <= RdKafka::Event::EVENT_SEVERITY_ERROR ? LogLevel::kWarn
-                                                                      : LogLevel::kDebug,
+    case RdKafka::Event::EVENT_LOG: {
+      const bool loading = event.str().find("oordinator load in progress") != std::string::npos;
+      Log(event.severity() <= RdKafka::Event::EVENT_SEVERITY_ERROR && !loading ? LogLevel::kWarn
+                                                                                : LogLevel::kDebug,
           "kafka_log", {{"facility", event.fac()}, {"message", event.str()}});
       return;
+    }
     default:
       return;
   }

@@ -1,5 +1,7 @@
 #include "connectors/postgres_store.h"
 
+#include "common/text.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
@@ -242,7 +244,7 @@ Status PostgresStore::Open(OpenMode mode) {
   return Status::InvalidInput(
       "the reference index of schema " + config_.store.schema +
       " was built for other projections (their relations changed in the config); "
-      "run `denormd rebuild -c " + config_.path + "` once to rebuild it");
+      "run `" + CommandName() + " rebuild -c " + config_.path + "` once to rebuild it");
 }
 
 Status PostgresStore::StaleModelError() const {
@@ -250,8 +252,8 @@ Status PostgresStore::StaleModelError() const {
   return Status::StaleConfig(
       "schema " + config_.store.schema + " runs other projections (epoch " +
       std::to_string(model_.epoch) + ", fingerprint " + model_.fingerprint + ") than " +
-      config_.path + " (fingerprint " + file_fingerprint + "); `denormd plan -c " + config_.path +
-      "` shows the difference and `denormd apply -c " + config_.path +
+      config_.path + " (fingerprint " + file_fingerprint + "); `" + CommandName() + " plan -c " +
+      config_.path + "` shows the difference and `" + CommandName() + " apply -c " + config_.path +
       "` makes the file's projections current");
 }
 
@@ -365,7 +367,7 @@ Status PostgresStore::ForeignTablesError(const std::vector<std::string>& foreign
     return Status::InvalidInput(
         "schema " + config_.store.schema + " holds tables of denormd's names without its mark "
         "of ownership (" + names + "): a store made by a denormd older than the mark, or "
-        "tables of another application. If it is a denormd store, run `denormd adopt -c " +
+        "tables of another application. If it is a denormd store, run `" + CommandName() + " adopt -c " +
         config_.path + "` once to mark them as denormd's; denormd uses nothing else");
   }
   return Status::InvalidInput(

@@ -530,7 +530,8 @@ int StatusCommand(const Arguments& args) {
             << " (fingerprint " << model.fingerprint << ")"
             << (model.fingerprint == ModelFingerprint(config)
                     ? ""
-                    : "; " + args.config_path + " differs: `denormd plan -c " + args.config_path +
+                    : "; " + args.config_path + " differs: `" + CommandName() + " plan -c " +
+                          args.config_path +
                           "` shows how")
             << "\n";
   if (!model.applying.empty()) {

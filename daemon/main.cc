@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/text.h"
 #include "daemon/cli.h"
 
 namespace {
@@ -25,6 +26,7 @@ void RaiseOpenFilesLimit() {
 
 int main(int argc, char** argv) {
   RaiseOpenFilesLimit();
+  if (argc > 0) denormd::SetCommandName(argv[0]);
   std::vector<std::string> args(argv + 1, argv + argc);
   return denormd::RunCommandLine(args);
 }

@@ -1102,3 +1102,22 @@ TEST(ConfigBoundsTest, KafkaNamesMustWorkAtRunTime) {
 
 }  // namespace
 }  // namespace denormd
+
+namespace denormd {
+namespace {
+
+// issue 28, item 6: a template's error points at its brace, not at the start
+// of the value (quoted or plain).
+TEST(ConfigErrorTest, ATemplateErrorPointsAtItsBrace) {
+  const std::string quoted = "      name: \"{firstName} {lastName\"\n";
+  ConfigError e = ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    fields:\n" + quoted,
+                                  "is not closed", 7, "projections.p.fields.name");
+  EXPECT_EQ(e.place.column, static_cast<int>(quoted.find("{lastName")) + 1);
+  const std::string plain = "      name: x{a}y}z\n";
+  e = ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    fields:\n" + plain,
+                      "stray '}'", 7, "projections.p.fields.name");
+  EXPECT_EQ(e.place.column, static_cast<int>(plain.find("}z")) + 1);
+}
+
+}  // namespace
+}  // namespace denormd
