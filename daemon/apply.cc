@@ -501,6 +501,14 @@ class Reconfiguration {
       }
       counts.deleted = std::strtoull(rows[0].c_str(), nullptr, 10);
       report_->collections.push_back(counts);
+      // The feed publishes every collection when it has a default topic.
+      if (target_.feed && !target_.feed->topic.empty()) {
+        report_->warnings.push_back(
+            "collection " + collection + " is on the change feed (topic " + target_.feed->topic +
+            "); dropping it publishes no deletes, so its " + CountOf(counts.deleted, "document") +
+            " stay with the feed's consumers until they remove them (docs/configuration.md, "
+            "\"Changing projections\")");
+      }
     }
     return Status::Ok();
   }
@@ -722,6 +730,7 @@ std::string FormatReport(const ReconfigureReport& r, bool plan, const std::strin
                   FormatCount(d).c_str(), FormatCount(u).c_str());
     out << line;
   }
+  for (const std::string& warning : r.warnings) out << "warning: " << warning << "\n";
   char timing[256];
   if (plan) {
     std::snprintf(timing, sizeof timing,
@@ -780,6 +789,7 @@ std::string ReportJson(const ReconfigureReport& r, bool plan) {
   w.EndArray();
   WriteStrings(w, "collections_rebuilt", r.change.collections_rebuilt);
   WriteStrings(w, "collections_dropped", r.change.collections_dropped);
+  WriteStrings(w, "warnings", r.warnings);
   WriteStrings(w, "relations_added", r.change.relations_added);
   WriteStrings(w, "relations_dropped", r.change.relations_dropped);
   w.Key("documents");

@@ -87,6 +87,9 @@ struct ReconfigureReport {
   double build_seconds = 0;
   double switch_ms = 0;          // apply: how long the writers waited
   double estimated_seconds = 0;  // plan: the time apply would take to build
+  // What a person should know before applying, each a sentence (a dropped
+  // collection that the feed publishes: its documents get no deletes).
+  std::vector<std::string> warnings;
 
   bool changes() const { return !change.empty(); }
 };

@@ -888,3 +888,43 @@ TEST(AdministrationLock, ARebuildThatLostItsLockRecordsNothing) {
 
 }  // namespace
 }  // namespace denormd
+
+namespace denormd {
+namespace {
+
+// issue 29, point 7: a collection `apply` drops is not published as deletes;
+// plan (and apply) warn when the feed publishes it, and say nothing without a
+// feed.
+TEST(ApplyWarnings, ADroppedCollectionThatTheFeedPublishesIsNamed) {
+  const std::string schema = testing::TestSchemaName();
+  testing::Sql("drop schema if exists " + schema + " cascade");
+  const ConfigChange* remove = nullptr;
+  for (const ConfigChange& change : Changes()) {
+    if (std::string(change.name) == "RemoveProjection") remove = &change;
+  }
+  ASSERT_NE(nullptr, remove);
+  const std::string feed = "feed: {topic: article.documents, brokers: 127.0.0.1:9}\n";
+  const std::string v1 = testing::WriteTempFile("v1.yaml", ArticleText(schema, {}) + feed);
+  const std::string v2 = testing::WriteTempFile("v2.yaml", ArticleText(schema, {remove}) + feed);
+  const std::string quiet = testing::WriteTempFile("v2-nofeed.yaml", ArticleText(schema, {remove}));
+  std::string output;
+  ASSERT_EQ(0, testing::RunDenormd(
+                   {"replay", "-c", v1, SourcePath("tests/data/article/events-random.jsonl")},
+                   &output))
+      << output;
+  testing::CommandResult plan = Denormd({"plan", "-c", v2});
+  EXPECT_EQ(3, plan.code) << plan.out << plan.err;
+  EXPECT_NE(std::string::npos,
+            plan.out.find("warning: collection portfolios is on the change feed (topic "
+                          "article.documents); dropping it publishes no deletes, so its "))
+      << plan.out;
+  testing::CommandResult json = Denormd({"plan", "-c", v2, "--json"});
+  EXPECT_NE(std::string::npos, json.out.find("\"warnings\":[\"collection portfolios is on the "))
+      << json.out;
+  testing::CommandResult without = Denormd({"plan", "-c", quiet});
+  EXPECT_EQ(3, without.code) << without.out << without.err;
+  EXPECT_EQ(std::string::npos, without.out.find("warning:")) << without.out;
+}
+
+}  // namespace
+}  // namespace denormd
