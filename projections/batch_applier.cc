@@ -226,9 +226,7 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction& txn, const EventBatch&
   // The rows kept through a link (their `to` entities are locked now), and
   // what moved in them, before the documents that read them.
   LinkedCandidates linked;
-  for (const EntityChange& change : changes) {
-    AddLinkedCandidates(plan_.linked_relations(), change, &linked);
-  }
+  AddLinkedCandidates(plan_.linked_relations(), changes, &linked);
   if (!linked.empty()) DENORMD_RETURN_IF_ERROR(ReconcileLinkedRows(txn, linked, &affected.moves));
   DENORMD_RETURN_IF_ERROR(Recompute(txn, affected, /*batch_moves=*/true, stats));
   return RecordStreams(txn, batch, refused, &streams);
@@ -368,9 +366,7 @@ Status BatchApplier::Refresh(StoreTransaction& txn, const std::vector<EntityChan
   // The rows kept through a link, from the source as it is now, under the
   // locks of the entities whose rows are decided (batches may run).
   LinkedCandidates linked;
-  for (const EntityChange& change : changes) {
-    AddLinkedCandidates(plan_.linked_relations(), change, &linked);
-  }
+  AddLinkedCandidates(plan_.linked_relations(), changes, &linked);
   if (!linked.empty()) {
     std::vector<std::string> locks;
     for (const auto& entry : linked.pairs) {

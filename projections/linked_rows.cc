@@ -46,6 +46,11 @@ void AddLinkedCandidates(const std::vector<const Relation*>& linked, const Entit
   }
 }
 
+void AddLinkedCandidates(const std::vector<const Relation*>& linked,
+                         const std::vector<EntityChange>& changes, LinkedCandidates* out) {
+  for (const EntityChange& change : changes) AddLinkedCandidates(linked, change, out);
+}
+
 void AddLinkedEntities(const std::vector<const Relation*>& linked,
                        const std::vector<EntityKey>& keys, LinkedCandidates* out) {
   for (const Relation* relation : linked) {

@@ -71,6 +71,10 @@ struct LinkedCandidates {
 void AddLinkedCandidates(const std::vector<const Relation*>& linked, const EntityChange& change,
                          LinkedCandidates* out);
 
+// AddLinkedCandidates for each of `changes`.
+void AddLinkedCandidates(const std::vector<const Relation*>& linked,
+                         const std::vector<EntityChange>& changes, LinkedCandidates* out);
+
 // Adds every pair of the entities `keys` of the types of `linked`: after
 // their index rows were replaced (a reindex removes every row of an entity).
 void AddLinkedEntities(const std::vector<const Relation*>& linked,

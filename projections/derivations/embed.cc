@@ -116,28 +116,6 @@ class EmbedDerivation : public Derivation {
   const Relation& via_;
 };
 
-// Through a link: the live linked entities, each as `select` shows it, in
-// the spec's order, the first N (derivations/linked.h).
-class LinkedEmbedDerivation : public LinkedDerivation {
- public:
-  LinkedEmbedDerivation(const EmbedSpec& spec, PlanBuilder& plan)
-      : LinkedDerivation(*spec.through, spec.entity, plan, spec.limit), spec_(spec) {}
-
-  bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
-            JsonAllocator& allocator) const override {
-    ShowSelected(spec_.select, /*missing_as_null=*/false, linked, target, out, allocator);
-    return true;
-  }
-
- private:
-  bool ShownChanged(const EntityChange& change) const override {
-    return LinkedDerivation::ShownChanged(change) ||
-           SelectionChanged(spec_.select, *change.before, *change.after);
-  }
-
-  const EmbedSpec& spec_;
-};
-
 class Kind : public DerivationKind {
  public:
   const std::string& name() const override { return name_; }
@@ -171,7 +149,13 @@ class Kind : public DerivationKind {
 
   std::unique_ptr<Derivation> Bind(const DerivationSpec& spec, PlanBuilder& plan) const override {
     const auto& embed = static_cast<const EmbedSpec&>(spec);
-    if (embed.through) return std::make_unique<LinkedEmbedDerivation>(embed, plan);
+    // Through a link: the live linked entities, each as `select` shows it,
+    // in the spec's order, the first N (derivations/linked.h).
+    if (embed.through) {
+      return std::make_unique<LinkedSelectionDerivation>(*embed.through, embed.entity, plan,
+                                                         embed.limit, embed.select,
+                                                         /*missing_as_null=*/false);
+    }
     return std::make_unique<EmbedDerivation>(embed, plan);
   }
 

@@ -207,18 +207,23 @@ bool LinkedDerivation::Define(const EntityRecord& root, SourceView& source, Json
   return Show(linked, target, out, allocator);
 }
 
-void LinkedDerivation::ShowSelected(const Selection& select, bool missing_as_null,
-                                    const std::vector<std::string>& linked,
-                                    const TargetOf& target, JsonValue* out,
-                                    JsonAllocator& allocator) {
+bool LinkedSelectionDerivation::Show(const std::vector<std::string>& linked,
+                                     const TargetOf& target, JsonValue* out,
+                                     JsonAllocator& allocator) const {
   out->SetArray();
   for (const std::string& id : linked) {
     const EntityRecord* live = target(id);
-    if (live == nullptr && !missing_as_null) continue;
+    if (live == nullptr && !missing_as_null_) continue;
     JsonValue item;
-    if (live != nullptr) ApplySelection(select, id, *live->data, &item, allocator);
+    if (live != nullptr) ApplySelection(select_, id, *live->data, &item, allocator);
     out->PushBack(item, allocator);
   }
+  return true;
+}
+
+bool LinkedSelectionDerivation::ShownChanged(const EntityChange& change) const {
+  return LinkedDerivation::ShownChanged(change) ||
+         SelectionChanged(select_, *change.before, *change.after);
 }
 
 std::vector<std::string> LinkedDerivation::LiveOnly(const std::vector<std::string>& linked,

@@ -124,12 +124,6 @@ class LinkedDerivation : public Derivation {
   virtual bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
                     JsonAllocator& allocator) const = 0;
 
-  // Each of `linked` as `select` shows its live entity; an absent or deleted
-  // one left out, or null with `missing_as_null` (lookup and embed).
-  static void ShowSelected(const Selection& select, bool missing_as_null,
-                           const std::vector<std::string>& linked, const TargetOf& target,
-                           JsonValue* out, JsonAllocator& allocator);
-
   // Those of `linked` whose entity is live.
   static std::vector<std::string> LiveOnly(const std::vector<std::string>& linked,
                                            const TargetOf& target);
@@ -146,6 +140,30 @@ class LinkedDerivation : public Derivation {
   const std::optional<uint64_t> limit_;
   const Link& link_;
   const Relation& linked_;
+};
+
+// Through a link, each linked entity as `select` shows it (lookup, embed):
+// an absent or deleted one left out, or null with `missing_as_null`. A
+// change of what `select` shows of a linked entity reaches its documents.
+class LinkedSelectionDerivation : public LinkedDerivation {
+ public:
+  LinkedSelectionDerivation(const ThroughSpec& spec, std::string target_type, PlanBuilder& plan,
+                            std::optional<uint64_t> limit, const Selection& select,
+                            bool missing_as_null)
+      : LinkedDerivation(spec, std::move(target_type), plan, limit),
+        select_(select),
+        missing_as_null_(missing_as_null) {}
+
+  bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
+            JsonAllocator& allocator) const override;
+
+ protected:
+  bool ShownChanged(const EntityChange& change) const override;
+  bool missing_as_null() const { return missing_as_null_; }
+
+ private:
+  const Selection& select_;
+  const bool missing_as_null_;
 };
 
 }  // namespace denormd

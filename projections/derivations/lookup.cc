@@ -145,32 +145,19 @@ class LookupDerivation : public Derivation {
   const Relation& by_;
 };
 
-class LinkedLookupDerivation : public LinkedDerivation {
+class LinkedLookupDerivation : public LinkedSelectionDerivation {
  public:
   LinkedLookupDerivation(const LookupSpec& spec, PlanBuilder& plan)
-      : LinkedDerivation(*spec.through, spec.entity, plan, spec.limit), spec_(spec) {}
+      : LinkedSelectionDerivation(*spec.through, spec.entity, plan, spec.limit, spec.select,
+                                  spec.missing_as_null) {}
 
   // The relation kept through the link holds live targets only; a missing
   // one shown as null is found in the link rows.
   Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
               std::unique_ptr<DerivationReads>* out) const override {
-    if (spec_.missing_as_null) return ReadLinkRows(txn, roots, out);
+    if (missing_as_null()) return ReadLinkRows(txn, roots, out);
     return LinkedDerivation::Read(txn, roots, out);
   }
-
-  bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
-            JsonAllocator& allocator) const override {
-    ShowSelected(spec_.select, spec_.missing_as_null, linked, target, out, allocator);
-    return true;
-  }
-
- private:
-  bool ShownChanged(const EntityChange& change) const override {
-    return LinkedDerivation::ShownChanged(change) ||
-           SelectionChanged(spec_.select, *change.before, *change.after);
-  }
-
-  const LookupSpec& spec_;
 };
 
 class Kind : public DerivationKind {
