@@ -31,6 +31,9 @@ std::string KeyOf(const std::string& line) {
 Status PublishEventLog(const KafkaSourceConfig& kafka, const std::string& topic,
                        const std::string& path, uint64_t* published) {
   DeliveryCounter deliveries;
+  // librdkafka's own messages through denormd's log (a broker still loading
+  // its coordinator state is retried, and said at debug only).
+  KafkaLogger logger;
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   DENORMD_RETURN_IF_ERROR(SetBaseKafkaProperties(kafka, conf.get()));
   DENORMD_RETURN_IF_ERROR(
@@ -38,6 +41,10 @@ Status PublishEventLog(const KafkaSourceConfig& kafka, const std::string& topic,
   DENORMD_RETURN_IF_ERROR(SetUserKafkaProperties(kafka, conf.get()));
   std::string error;
   if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(&deliveries), error) !=
+      RdKafka::Conf::CONF_OK) {
+    return Status::Fatal(error);
+  }
+  if (conf->set("event_cb", static_cast<RdKafka::EventCb*>(&logger), error) !=
       RdKafka::Conf::CONF_OK) {
     return Status::Fatal(error);
   }

@@ -65,15 +65,28 @@ TOPIC=article.entities
 
 step "installing packages (skipped when present)"
 bash scripts/install-deps.sh
-step "building denormd"
+step "building denormd, while PostgreSQL and Kafka start"
+# The servers start beside the compiler (they wait on I/O and the JVM, it on the
+# CPU); their messages are shown once both are done.
+mkdir -p "$STATE_DIR"
+services_log="$STATE_DIR/demo-services.log"
+(
+  bash scripts/postgres.sh start >"$STATE_DIR/demo-postgres.url" &&
+    bash scripts/kafka.sh start >"$STATE_DIR/demo-kafka.url" &&
+    bash scripts/kafka.sh topic-create "$TOPIC" 4
+) >"$services_log" 2>&1 &
+services=$!
 # The suite's configuration (scripts/test.sh), so that it compiles nothing twice.
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDENORMD_WERROR=ON >/dev/null
 cmake --build build --target denormd -j 2
-step "starting PostgreSQL and Kafka"
-DENORMD_POSTGRES="$(bash scripts/postgres.sh start)"
-DENORMD_KAFKA_BROKERS="$(bash scripts/kafka.sh start)"
+step "PostgreSQL and Kafka"
+services_ok=0
+wait "$services" || services_ok=$?
+cat "$services_log" >&2
+[[ "$services_ok" == 0 ]] || { echo "demo.sh: starting PostgreSQL or Kafka failed (above)" >&2; exit 1; }
+DENORMD_POSTGRES="$(cat "$STATE_DIR/demo-postgres.url")"
+DENORMD_KAFKA_BROKERS="$(cat "$STATE_DIR/demo-kafka.url")"
 export DENORMD_POSTGRES DENORMD_KAFKA_BROKERS
-bash scripts/kafka.sh topic-create "$TOPIC" 4
 
 step "denormd check -c $CONFIG"
 build/denormd check -c "$CONFIG"
