@@ -30,7 +30,7 @@ namespace {
 
 using KeyList = std::vector<std::string>;
 
-const KeyList kTopKeys = {"source", "store", "batch", "retention", "log", "entities",
+const KeyList kTopKeys = {"source", "store", "batch", "retention", "limits", "log", "entities",
                           "projections", "feed"};
 const KeyList kSourceKeys = {"kafka"};
 const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
@@ -58,6 +58,7 @@ const KeyList kFeedKeys = {"brokers",      "topic",          "collections",     
 const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes", "stuck_after_s"};
 const KeyList kRetentionKeys = {"tombstone_hours", "dead_letter_days", "max_dead_letters",
                                 "interval_s"};
+const KeyList kLimitsKeys = {"max_members", "fanout_warn", "max_document_bytes"};
 const KeyList kLogKeys = {"level", "format"};
 const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
                                  "exclude", "fields", "partition_key", "by",
@@ -405,6 +406,7 @@ class ConfigParser {
   bool ReadTopic(const Item& item, std::string* out);
   void CheckFeed(Config* config);
   void ReadRetention(const Item& item, Config* config);
+  void ReadLimits(const Item& item, Config* config);
   void ReadLog(const Item& item, Config* config);
   void ReadEntities(const Item& item, Config* config);
   void ReadProjections(const Item& item, Config* config);
@@ -670,6 +672,7 @@ void ConfigParser::Parse(const YAML::Node& root, Config* config) {
   if (Require(top, keys, "store")) ReadStore(section("store")->second, config);
   if (section("batch") != keys.end()) ReadBatch(section("batch")->second, config);
   if (section("retention") != keys.end()) ReadRetention(section("retention")->second, config);
+  if (section("limits") != keys.end()) ReadLimits(section("limits")->second, config);
   if (section("log") != keys.end()) ReadLog(section("log")->second, config);
   if (Require(top, keys, "projections")) {
     ReadProjections(section("projections")->second, config);
@@ -993,6 +996,22 @@ void ConfigParser::ReadRetention(const Item& item, Config* config) {
   }
   if (keys.count("interval_s")) {
     ReadBoundedUint(keys.at("interval_s"), 0, kMaxDayS * 365, "a year", &out.interval_s);
+  }
+}
+
+void ConfigParser::ReadLimits(const Item& item, Config* config) {
+  if (!ExpectMap(item)) return;
+  const auto keys = ReadKeys(item, kLimitsKeys);
+  LimitsConfig& out = config->limits;
+  if (keys.count("max_members")) {
+    ReadBoundedUint(keys.at("max_members"), 1, kMaxRows, "PostgreSQL's bigint", &out.max_members);
+  }
+  if (keys.count("fanout_warn")) {
+    ReadBoundedUint(keys.at("fanout_warn"), 1, kMaxRows, "PostgreSQL's bigint", &out.fanout_warn);
+  }
+  if (keys.count("max_document_bytes")) {
+    ReadBoundedUint(keys.at("max_document_bytes"), 1, kMaxMessageBytes, "1 GB",
+                    &out.max_document_bytes);
   }
 }
 
@@ -1634,6 +1653,10 @@ std::vector<std::string> ConfigChanges(const Config& before, const Config& after
   compare("retention.max_dead_letters", before.retention.max_dead_letters,
           after.retention.max_dead_letters);
   compare("retention.interval_s", before.retention.interval_s, after.retention.interval_s);
+  compare("limits.max_members", before.limits.max_members, after.limits.max_members);
+  compare("limits.fanout_warn", before.limits.fanout_warn, after.limits.fanout_warn);
+  compare("limits.max_document_bytes", before.limits.max_document_bytes,
+          after.limits.max_document_bytes);
   if (before.feed.has_value() != after.feed.has_value()) {
     changed.push_back("feed");
   } else if (before.feed) {

@@ -262,6 +262,19 @@ struct RetentionConfig {
   uint64_t interval_s = 3600;
 };
 
+// Thresholds of what a model may cost: `denormd advise` recommends a change
+// past them (docs/configuration.md, "Choosing a model").
+struct LimitsConfig {
+  // An `ids` or `embed` without `limit` whose largest document holds more
+  // members than this.
+  uint64_t max_members = 1000;
+  // A `lookup` whose member is copied into more documents than this: each
+  // change of it rewrites them all.
+  uint64_t fanout_warn = 1000;
+  // A document larger than this (or than the feed's max_message_bytes).
+  uint64_t max_document_bytes = 1048576;
+};
+
 // How every command logs (common/log.h). The command line (-v, -q,
 // --log-format) and $DENORMD_LOG_FORMAT override these.
 struct LogConfig {
@@ -283,6 +296,7 @@ struct Config {
   BatchConfig batch;
   std::optional<FeedConfig> feed;
   RetentionConfig retention;
+  LimitsConfig limits;
   LogConfig log;
   std::vector<std::string> entities;
   std::vector<ProjectionConfig> projections;  // in file order
@@ -327,7 +341,7 @@ std::string NormalizedOrderBy(const OrderBy& order_by);
 std::string NormalizedExpression(const Expression& expression);
 
 // The settings that differ between `before` and `after`, by dotted name, in
-// the order of the sections (source, store, batch, retention, feed, log,
+// the order of the sections (source, store, batch, retention, limits, feed, log,
 // entities, projections): "source.kafka.brokers",
 // "source.kafka.topics.<topic>" (its format, entity, id_columns or
 // json_columns), "store.schema", "batch.max_events", "feed.properties",

@@ -28,9 +28,11 @@ Options:
   --metrics-address ADDR   run: address to listen on (default 127.0.0.1)
   --no-relay               run: leave the change feed to `denormd relay` processes
   --topic TOPIC            publish: the topic (default: the first of source.kafka.topics)
-  --json                   plan, apply: the report as one JSON object on stdout
+  --json                   plan, apply, advise: the report as one JSON object on stdout
   --sample F               plan: build only this fraction of the documents (0 < F <= 1)
-                           and extrapolate the counts and the time (default 1: exact)
+                           and extrapolate the counts and the time (default 1: exact);
+                           advise: read only this fraction of the entities and
+                           documents (by id hash) and scale the counts (estimates)
   --sample N               verify: check N documents of each projection and N entities
                            of each type's index rows, chosen at random (default: all)
   --expect FILE            test: compare with FILE ({"collections": {NAME: {ID: DOC}},

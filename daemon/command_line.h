@@ -92,13 +92,14 @@ int CheckCommand(const Arguments& args);
 int PlanCommand(const Arguments& args);
 int ApplyCommand(const Arguments& args);
 int TestCommand(const Arguments& args);
-// commands_store.cc
+// commands_store.cc (advise: commands_advise.cc)
 int ReplayCommand(const Arguments& args);
 int RebuildCommand(const Arguments& args);
 int VerifyCommand(const Arguments& args);
 int StatusCommand(const Arguments& args);
 int PruneCommand(const Arguments& args);
 int AdoptCommand(const Arguments& args);
+int AdviseCommand(const Arguments& args);
 // commands_kafka.cc
 int RunCommand(const Arguments& args);
 int RelayCommand(const Arguments& args);

@@ -24,6 +24,12 @@ const std::vector<Command>& Commands() {
        "stream positions, Kafka lag, documents per collection,\n"
        "dead letters",
        StatusCommand},
+    {"advise", "",
+       "measure what the model costs on the stored data: for each\n"
+       "field reading other entities, members per document and the\n"
+       "documents one member's change rewrites; document sizes per\n"
+       "collection; and what to change where limits.* are passed",
+       AdviseCommand},
     {"check", "",
        "validate the config; list every error with its place",
        CheckCommand},

@@ -8,6 +8,7 @@ namespace {
 
 bool ChangesLive(const std::string& setting) {
   return setting.rfind("batch.", 0) == 0 || setting.rfind("retention.", 0) == 0 ||
+         setting.rfind("limits.", 0) == 0 ||
          setting.rfind("log.", 0) == 0;
 }
 

@@ -50,19 +50,28 @@ class ProjectionPlan::Builder : public PlanBuilder {
       auto carrier = carriers_->find(key);
       if (carrier != carriers_->end()) order = carrier->second;
     }
-    return Intern(std::make_unique<Relation>(entity_type, path, order, flavour));
+    const Relation& relation = Intern(std::make_unique<Relation>(entity_type, path, order, flavour));
+    if (!in_link_) RecordUse(&relation, nullptr);
+    return relation;
   }
 
   const Link& UseLink(const std::string& link_type, const Path& from, const Path& to) override {
+    in_link_ = true;  // the link's own sides are not the field's relation
     const Relation& from_relation =
         UseRelation(link_type, from, nullptr, Relation::Flavour::kReferences);
     const Relation& to_relation = UseRelation(link_type, to, nullptr, Relation::Flavour::kReferences);
+    in_link_ = false;
+    const Link* found = nullptr;
     for (const auto& link : plan_->links_) {
-      if (&link->from() == &from_relation && &link->to() == &to_relation) return *link;
+      if (&link->from() == &from_relation && &link->to() == &to_relation) found = link.get();
     }
-    const Relation& pairs = Intern(Relation::Pairs(link_type, from, to));
-    plan_->links_.push_back(std::make_unique<Link>(from_relation, to_relation, pairs));
-    return *plan_->links_.back();
+    if (found == nullptr) {
+      const Relation& pairs = Intern(Relation::Pairs(link_type, from, to));
+      plan_->links_.push_back(std::make_unique<Link>(from_relation, to_relation, pairs));
+      found = plan_->links_.back().get();
+    }
+    RecordUse(nullptr, found);
+    return *found;
   }
 
   const Relation& UseLinkedRelation(const Link& link, const std::string& target_type,
@@ -82,6 +91,16 @@ class ProjectionPlan::Builder : public PlanBuilder {
   }
 
  private:
+  void RecordUse(const Relation* relation, const Link* link) {
+    for (const RelationUse& use : plan_->relation_uses_) {
+      if (use.projection == index_ && use.field == field_ && use.relation == relation &&
+          use.link == link) {
+        return;
+      }
+    }
+    plan_->relation_uses_.push_back({index_, field_, relation, link});
+  }
+
   // The plan's relation named like `relation`: the one already kept, or
   // this one, now kept.
   const Relation& Intern(std::unique_ptr<Relation> relation) {
@@ -100,6 +119,7 @@ class ProjectionPlan::Builder : public PlanBuilder {
   const ProjectionConfig* projection_ = nullptr;
   size_t index_ = 0;
   std::string field_;
+  bool in_link_ = false;
 };
 
 ProjectionPlan::ProjectionPlan(const Config& config, PlanOptions options) : config_(config) {
@@ -109,6 +129,7 @@ ProjectionPlan::ProjectionPlan(const Config& config, PlanOptions options) : conf
   projections_.clear();
   links_.clear();
   linked_relations_.clear();
+  relation_uses_.clear();
   relations_.clear();
   types_.clear();
   Builder builder(this, &carriers);

@@ -40,6 +40,15 @@ struct EntityTypePlan {
   std::vector<const Relation*> relations;
 };
 
+// A field that reads a relation or a link (a bucket projection's grouping:
+// field ""), as the plan bound it: what `denormd advise` measures.
+struct RelationUse {
+  size_t projection = 0;              // index in Config::projections
+  std::string field;                  // the document's field; "" for buckets
+  const Relation* relation = nullptr; // kReferences or kGroup; null through a link
+  const Link* link = nullptr;         // through a link; null otherwise
+};
+
 // Tuning of the engine that does not change what it computes.
 struct PlanOptions {
   // Members read per bucket group and page when a bucket tail is rewritten
@@ -66,6 +75,10 @@ class ProjectionPlan {
   // rows are not read from their entity's data (projections/linked_rows.h).
   const std::vector<const Relation*>& linked_relations() const { return linked_relations_; }
 
+  // Each (projection, field) reading a relation or a link, once, in config
+  // order.
+  const std::vector<RelationUse>& relation_uses() const { return relation_uses_; }
+
   // The reference-index rows an entity's data names (none for a tombstone;
   // none of a kLinked relation).
   std::vector<ReferenceRow> ReferenceRowsOf(const EntityRecord& record) const;
@@ -83,6 +96,7 @@ class ProjectionPlan {
   std::vector<std::unique_ptr<Relation>> relations_;
   std::vector<std::unique_ptr<Link>> links_;
   std::vector<const Relation*> linked_relations_;
+  std::vector<RelationUse> relation_uses_;
   std::vector<std::unique_ptr<Projection>> projections_;
   std::map<std::string, EntityTypePlan> types_;
   EntityTypePlan empty_;

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "projections/json.h"
 #include "tests/test_support.h"
 
 namespace denormd {
@@ -71,6 +72,60 @@ TEST(StatusCli, SaysWhatEachFigureOfAStreamIs) {
                                            "; applied " + applied + ", stale " + stale +
                                            ", dead " + dead + "\n"))
       << output;
+}
+
+// `advise --json` on the article's store: its fan-out and document sizes
+// equal what plain SQL over the stored source and documents counts.
+TEST(AdviseCli, FiguresEqualPlainSqlOverTheStore) {
+  Config config;
+  std::string config_file = testing::ArticleConfigFile(&config);
+  ReplayArticleEvents(config_file);
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"advise", "-q", "-c", config_file, "--json"}, &output)) << output;
+  JsonDocument json;
+  ASSERT_TRUE(ParseJson(output.substr(output.find('{')), &json).ok()) << output;
+  const std::string s = config.store.schema;
+  auto field = [&](const std::string& projection, const std::string& name) -> const JsonValue& {
+    for (const JsonValue& f : json["fields"].GetArray()) {
+      if (projection == f["projection"].GetString() && name == f["field"].GetString()) return f;
+    }
+    ADD_FAILURE() << "no " << projection << "." << name << " in " << output;
+    return json;
+  };
+  // Books per author and the most of them, over the live books' authorIds.
+  const std::string books_per_author =
+      "select a, count(*) n from " + s + ".entities e, jsonb_array_elements_text(e.data->'authorIds') a"
+      " where e.type = 'book' and not e.deleted group by a";
+  const JsonValue& count = field("authors", "countOfBooks");
+  EXPECT_EQ(Sql("select count(*) from (" + books_per_author + ") x")[0],
+            std::to_string(count["members_per_document"]["keys"].GetUint64()));
+  EXPECT_EQ(Sql("select max(n) from (" + books_per_author + ") x")[0],
+            std::to_string(count["members_per_document"]["max"].GetUint64()));
+  const JsonValue& lookup = field("books", "authors");
+  EXPECT_EQ(Sql("select max(n) from (" + books_per_author + ") x")[0],
+            std::to_string(lookup["documents_per_member"]["max"].GetUint64()));
+  // Comments per post.
+  const JsonValue& embed = field("posts", "recentComments");
+  EXPECT_EQ(Sql("select max(n) from (select e.data->>'postId', count(*) n from " + s +
+                ".entities e where e.type = 'comment' and not e.deleted group by 1) x")[0],
+            std::to_string(embed["members_per_document"]["max"].GetUint64()));
+  EXPECT_EQ(3u, embed["limit"].GetUint64());
+  // The largest document of each collection, in bytes of its stored JSON.
+  for (const JsonValue& c : json["collections"].GetArray()) {
+    const std::string collection = c["collection"].GetString();
+    const std::string projection = c["projection"].GetString();
+    EXPECT_EQ(Sql("select coalesce(max(octet_length(doc::text)), 0) from " + s + "." + collection +
+                  " where projection = '" + projection + "'")[0],
+              std::to_string(c["bytes"]["max"].GetUint64()))
+        << collection;
+  }
+  // The text report names the hottest author and says nothing needs changing
+  // at the default thresholds.
+  ASSERT_EQ(0, RunDenormd({"advise", "-q", "-c", config_file}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("books documents per author (what one change of it "
+                                           "rewrites): p50 "))
+      << output;
+  EXPECT_NE(std::string::npos, output.find("none: every figure is within its threshold")) << output;
 }
 
 TEST(ReplayCli, KillNineMidReplayThenRerunEndsExact) {

@@ -1,0 +1,49 @@
+// `denormd advise`: what the model costs on the stored data, and what to
+// change (projections/advice.h measures, daemon/advise_report.h prints).
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "common/text.h"
+#include "daemon/advise_report.h"
+#include "daemon/cli.h"
+#include "daemon/command_line.h"
+#include "projections/advice.h"
+
+namespace denormd {
+
+int AdviseCommand(const Arguments& args) {
+  std::unique_ptr<Engine> engine;
+  if (int code = OpenEngine(args, &engine, PostgresStore::OpenMode::kInspect)) return code;
+  const Config& config = engine->config;
+  AdviceOptions options;
+  options.sample = args.sample;
+  options.thresholds.max_members = config.limits.max_members;
+  options.thresholds.fanout_warn = config.limits.fanout_warn;
+  options.thresholds.max_document_bytes = config.limits.max_document_bytes;
+  const bool progress = !args.quiet && isatty(STDERR_FILENO);
+  if (progress) {
+    options.on_page = [](const std::string& what, uint64_t read) {
+      std::fprintf(stderr, "\r%s %s read          ", FormatCount(read).c_str(), what.c_str());
+    };
+  }
+  ModelAdvice advice;
+  Status status = AdviseModel(engine->plan, &engine->store, options, &advice);
+  if (progress) std::fprintf(stderr, "\n");
+  if (!status.ok()) {
+    std::cerr << "denormd advise: " << status.message() << "\n";
+    return status.IsInvalidInput() ? kExitUsage : kExitFailure;
+  }
+  if (engine->store.stored_model().fingerprint != ModelFingerprint(config)) {
+    std::cerr << "denormd advise: the store runs other projections than " << args.config_path
+              << ": the fan-out is this file's, measured on the stored source; the document "
+                 "sizes are of the documents stored (`"
+              << CommandName() << " plan -c " << args.config_path << "` shows the difference)\n";
+  }
+  std::cout << (args.json ? AdviceJson(advice, config.store.schema)
+                          : FormatAdvice(advice, config.store.schema));
+  return kExitOk;
+}
+
+}  // namespace denormd
