@@ -73,7 +73,7 @@ std::string Indented(const std::string& text, size_t by) {
   return out;
 }
 
-const char* const kTopKeys[] = {"source", "store",    "batch", "retention",  "log",
+const char* const kTopKeys[] = {"source", "store", "batch", "retention", "limits", "log",
                                 "feed",   "entities", "projections"};
 
 // A fragment inside a skeleton config (see the file comment).
