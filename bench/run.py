@@ -9,6 +9,11 @@ Contenders, each in a fresh schema of one database:
   denormd run        `denormd run` consuming a pre-filled 4-partition Kafka topic
   denormd run + feed the same with the change feed on (every document change to Kafka),
                      and the delay from the PostgreSQL commit to the topic (--skip-feed)
+  relational path    `denormd run` on the same workload as Debezium change records of
+                     relational tables with a join table (book_authors), one topic per
+                     table, projections `through` the join table (bench/relational.py):
+                     LOAD, CHANGES in change records/s and logical changes/s, its ratio to
+                     denormd run, freshness at 20% of its rate (--skip-relational)
   triggers/event     PL/pgSQL triggers on the source tables (bench/triggers.sql), one
                      transaction per event (a sample of the change stream: slow)
   triggers/1000      the same triggers, transactions of 1,000 events
@@ -74,6 +79,7 @@ REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 sys.dont_write_bytecode = True  # no bench/__pycache__
 import kafka_produce  # noqa: E402  (bench/kafka_produce.py)
+import relational  # noqa: E402  (bench/relational.py)
 
 COLLECTIONS = ["authors", "books", "posts", "post_comments"]
 # The default run is a tenth of the sizes, so that the whole benchmark
@@ -86,6 +92,7 @@ SCHEMAS = {  # contender -> schema
     "ref": "bench_ref", "triggers": "bench_triggers", "small": "bench_small",
     "kstreams": "bench_kstreams", "feed": "bench_feed",
     "floor": "bench_floor", "floor_writes": "bench_floor_writes",
+    "relational": "bench_relational",
 }
 KSTREAMS_DIR = os.path.join(BENCH, "peers", "kstreams")
 
@@ -1856,6 +1863,7 @@ def report(env, results, args, sizes, n_load, n_changes):
         notes.append(n)
     lines += [f"- {n}" for n in notes]
     lines.append("")
+    lines += relational.report_lines(results)
 
     lines += requests_table(results)
     fresh = [x for x in results.get("freshness", []) if x.get("p99") is not None]
@@ -1974,6 +1982,7 @@ def report(env, results, args, sizes, n_load, n_changes):
             targets.append(("several times less memory than Kafka Streams (peak RSS, >= 3x)",
                             f"{max(rss) / 1024:.0f} MiB vs {kmib:.0f} MiB ({kmib / (max(rss) / 1024):.1f}x)",
                             verdict(kmib >= 3 * max(rss) / 1024)))
+    targets += relational.targets(results)
     lines.append("| target | measured | |")
     lines.append("| --- | ---: | --- |")
     for t, m, v in targets:
@@ -2128,11 +2137,14 @@ def main():
                         "default) or events (apply_events, transactions of 1,000: "
                         "quadratic on hot posts, for small sizes only)")
     g.add_argument("--skip-kafka", action="store_true",
-                   help="no Kafka: skip denormd run, freshness and the Kafka Streams peer")
+                   help="no Kafka: skip denormd run, the relational path, freshness and the Kafka Streams peer")
     g.add_argument("--skip-kstreams", action="store_true",
                    help="skip the Kafka Streams peer (bench/peers/kstreams)")
     g.add_argument("--skip-feed", action="store_true",
                    help="skip denormd run with the change feed (publishing on)")
+    g.add_argument("--skip-relational", action="store_true",
+                   help="skip the relational path (Debezium records of tables with a join "
+                        "table, bench/relational.py)")
     g.add_argument("--skip-triggers", action="store_true",
                    help="skip the trigger contenders")
     g.add_argument("--skip-floor", action="store_true",
@@ -2222,6 +2234,10 @@ def main():
             check(env, "run", results, SCHEMAS["run"], SCHEMAS["replay"],
                   "denormd run after load + all changes")
             drop_schema(env, SCHEMAS["run"])
+        if not args.skip_kafka and not args.skip_relational:
+            relational.contender(sys.modules[__name__], env, results, load, changes, n_load,
+                                 n_changes, sizes, ref, run_id)
+            drop_schema(env, SCHEMAS["relational"])
         if not args.skip_kafka and not args.skip_feed:
             feed_contender(env, results, changes, n_changes, sizes, run_id)
             drop_schema(env, SCHEMAS["feed"])
