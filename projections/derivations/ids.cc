@@ -265,6 +265,8 @@ class LinkedIdsDerivation : public LinkedDerivation {
     return list_.Render(root, reads, out, allocator);
   }
 
+  bool ShowsData() const override { return false; }
+
   // From the live linked ids, in order (Read, and verify).
   bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
             JsonAllocator& allocator) const override {

@@ -124,6 +124,9 @@ class LinkedDerivation : public Derivation {
   virtual bool Show(const std::vector<std::string>& linked, const TargetOf& target, JsonValue* out,
                     JsonAllocator& allocator) const = 0;
 
+  // Whether Show reads the linked entities' data (else their ids only).
+  virtual bool ShowsData() const { return true; }
+
   // Those of `linked` whose entity is live.
   static std::vector<std::string> LiveOnly(const std::vector<std::string>& linked,
                                            const TargetOf& target);
