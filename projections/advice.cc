@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "common/text.h"
 #include "projections/relation.h"
 
 namespace denormd {
@@ -72,7 +73,8 @@ std::string FieldPlace(const ProjectionConfig& projection, const std::string& fi
   return "projections." + projection.name + (field.empty() ? "" : ".fields." + field);
 }
 
-std::string Count(uint64_t n) { return std::to_string(n); }
+// A figure as the reports write it: 27,118.
+std::string Count(uint64_t n) { return FormatCount(n); }
 
 void Recommend(const ProjectionPlan& plan, const AdviceThresholds& limits, ModelAdvice* advice) {
   const Config& config = plan.config();
@@ -85,7 +87,8 @@ void Recommend(const ProjectionPlan& plan, const AdviceThresholds& limits, Model
     if ((f.kind == "ids" || f.kind == "embed") && !f.limit && members.max > limits.max_members) {
       const std::string largest = members.top.empty() ? "" : members.top.front().first;
       std::string suggestion =
-          "add `limit: " + Count(std::max<uint64_t>(1, std::min(members.p99, limits.max_members))) +
+          "add `limit: " +
+          std::to_string(std::max<uint64_t>(1, std::min(members.p99, limits.max_members))) +
           "` to " + where + " (the first members in its order; the p99 document keeps all)";
       if (f.kind == "embed") {
         suggestion += ", or page the members in buckets: projections: {" + f.field + "_pages: {buckets: " +
@@ -110,7 +113,7 @@ void Recommend(const ProjectionPlan& plan, const AdviceThresholds& limits, Model
                Count(documents.p99) + " per " + f.member_type + "; threshold fanout_warn " +
                Count(limits.fanout_warn) + ")",
            "copy only fields that rarely change into " + where +
-               " (select fewer), or keep only the ids: " + f.field + "Ids: {ids: " +
+               " (select fewer), or keep only the ids: " + f.member_type + "Ids: {ids: " +
                f.member_type + ", ...} and read the " + f.member_type + " documents beside"});
     }
   }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/text.h"
 #include "projections/advice.h"
 #include "tests/test_support.h"
 
@@ -193,9 +194,9 @@ TEST(Advice, RecommendsALimitABoundedCopyAndASmallerDocumentWithTheirFigures) {
   // Each with the figure that justifies it.
   EXPECT_NE(std::string::npos,
             found["unbounded-members projections.authors.fields.books"]->finding.find(
-                std::to_string(data.books_of_author.at("a0"))));
+                FormatCount(data.books_of_author.at("a0"))));
   EXPECT_NE(std::string::npos, found["wide-fanout projections.books.fields.authors"]->finding.find(
-                                   "a0 rewrites " + std::to_string(data.books_of_author.at("a0"))));
+                                   "a0 rewrites " + FormatCount(data.books_of_author.at("a0"))));
 
   // The limit it suggests is one `check` accepts, and with it (and the
   // thresholds raised past what the model is meant to hold) nothing is left.
