@@ -1,6 +1,7 @@
 #include "daemon/advise_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include <rapidjson/stringbuffer.h>
@@ -58,7 +59,123 @@ void WriteDistribution(JsonWriter& w, const char* key, const Distribution& d) {
   w.EndObject();
 }
 
+std::string HtmlEscaped(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// A bin's range as its label: "0", "1", "2-3", "4-7", ...
+std::string BinLabel(size_t bin) {
+  if (bin == 0) return "0";
+  const uint64_t lo = uint64_t{1} << (bin - 1);
+  const uint64_t hi = (uint64_t{1} << bin) - 1;
+  return lo == hi ? FormatCount(lo) : FormatCount(lo) + "-" + FormatCount(hi);
+}
+
+// A histogram of `d`'s bins as an inline SVG: one bar per bin, its height
+// the keys in it (a square-root scale, so that a bin of one key among
+// thousands stays visible), the bin's range under it.
+std::string HistogramSvg(const Distribution& d, const std::string& what) {
+  constexpr int kWidth = 460, kHeight = 150, kLeft = 40, kBottom = 34, kTop = 14;
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
+      << "\" role=\"img\" aria-label=\"" << HtmlEscaped(what) << "\">";
+  svg << "<line x1=\"" << kLeft << "\" y1=\"" << kHeight - kBottom << "\" x2=\"" << kWidth
+      << "\" y2=\"" << kHeight - kBottom << "\" class=\"axis\"/>";
+  uint64_t most = 0;
+  for (uint64_t n : d.bins) most = std::max(most, n);
+  if (d.bins.empty() || most == 0) {
+    svg << "<text x=\"" << kLeft << "\" y=\"" << kHeight / 2 << "\">nothing measured</text></svg>";
+    return svg.str();
+  }
+  // From the first bin holding a key (sizes start in the hundreds).
+  size_t first = 0;
+  while (d.bins[first] == 0) ++first;
+  const size_t shown = d.bins.size() - first;
+  const double slot = static_cast<double>(kWidth - kLeft) / static_cast<double>(shown);
+  const double plot = kHeight - kBottom - kTop;
+  svg << "<text x=\"2\" y=\"" << kTop + 4 << "\" class=\"tick\">" << FormatCount(most)
+      << "</text>";
+  for (size_t i = first; i < d.bins.size(); ++i) {
+    const double h = d.bins[i] == 0 ? 0 : std::max(2.0, plot * std::sqrt(static_cast<double>(d.bins[i]) /
+                                                                  static_cast<double>(most)));
+    const double x = kLeft + (i - first) * slot + slot * 0.1;
+    svg << "<rect class=\"bar\" x=\"" << x << "\" y=\"" << kHeight - kBottom - h << "\" width=\""
+        << slot * 0.8 << "\" height=\"" << h << "\"><title>" << BinLabel(i) << ": "
+        << CountOf(d.bins[i], "key") << "</title></rect>";
+    if (shown <= 8 || (i - first) % 2 == 0) {
+      svg << "<text class=\"tick\" x=\"" << x << "\" y=\"" << kHeight - kBottom + 14 << "\">"
+          << BinLabel(i) << "</text>";
+    }
+  }
+  svg << "</svg>";
+  return svg.str();
+}
+
+void HtmlFigure(std::ostringstream& out, const std::string& title, const Distribution& d) {
+  out << "<figure><figcaption>" << HtmlEscaped(title) << "<br><small>" << HtmlEscaped(Figures(d))
+      << "</small></figcaption>" << HistogramSvg(d, title) << "</figure>\n";
+}
+
 }  // namespace
+
+std::string AdviceHtml(const ModelAdvice& advice, const std::string& schema) {
+  std::ostringstream out;
+  out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+         "<title>denormd advise: " << HtmlEscaped(schema) << "</title><style>"
+         "body{font:14px/1.4 sans-serif;margin:24px;color:#222;max-width:1000px}"
+         "h1{font-size:20px}h2{font-size:16px;margin-top:28px}"
+         "section{display:flex;flex-wrap:wrap;gap:12px;border-top:1px solid #ddd;padding-top:8px}"
+         "section h3{width:100%;font-size:14px;margin:4px 0}"
+         "figure{margin:0}figcaption{font-size:13px}small{color:#555}"
+         ".bar{fill:#2f6db5}.axis{stroke:#888}.tick{font-size:10px;fill:#555}"
+         ".rec{background:#fff6e0;border-left:4px solid #e0a000;padding:6px 10px;margin:8px 0}"
+         "</style></head><body>\n";
+  out << "<h1>denormd advise: schema " << HtmlEscaped(schema) << "</h1>\n<p>"
+      << FormatCount(advice.entities_read) << " entities and " << FormatCount(advice.documents_read)
+      << " documents read"
+      << (advice.sample < 1.0 ? " (a sample by id hash: counts per key are scaled estimates)"
+                              : " (all of them)")
+      << ". Histograms: keys per power-of-two bin of their count, bar heights on a square-root "
+         "scale (hover a bar for its count).</p>\n";
+  out << "<h2>Recommendations</h2>\n";
+  if (advice.recommendations.empty()) out << "<p>None: every figure is within its threshold.</p>\n";
+  for (const Recommendation& r : advice.recommendations) {
+    out << "<div class=\"rec\"><b>" << HtmlEscaped(r.rule) << "</b> " << HtmlEscaped(r.where)
+        << ": " << HtmlEscaped(r.finding) << "<br>&rarr; " << HtmlEscaped(r.suggestion) << "</div>\n";
+  }
+  out << "<h2>Fan-out, per field that reads other entities</h2>\n";
+  for (const FieldFanOut& f : advice.fields) {
+    out << "<section><h3>" << HtmlEscaped(f.projection + (f.field.empty() ? "" : "." + f.field))
+        << " <small>" << HtmlEscaped(f.derivation) << "</small></h3>\n";
+    HtmlFigure(out, f.member_type + " per " + f.document_type +
+                        (f.kind == "buckets" ? "" : " document"),
+               f.members_per_document);
+    if (f.kind != "buckets") {
+      HtmlFigure(out, f.projection + " documents per " + f.member_type, f.documents_per_member);
+    }
+    out << "</section>\n";
+  }
+  out << "<h2>Document sizes (bytes of the stored JSON)</h2>\n";
+  for (const CollectionSizes& c : advice.collections) {
+    out << "<section><h3>" << HtmlEscaped(c.collection)
+        << (c.collection != c.projection ? " <small>(" + HtmlEscaped(c.projection) + ")</small>" : "")
+        << "</h3>\n";
+    HtmlFigure(out, CountOf(c.bytes.keys, "document"), c.bytes);
+    out << "</section>\n";
+  }
+  out << "</body></html>\n";
+  return out.str();
+}
 
 std::string FormatAdvice(const ModelAdvice& advice, const std::string& schema) {
   std::ostringstream out;

@@ -19,6 +19,12 @@ std::string FormatAdvice(const ModelAdvice& advice, const std::string& schema);
 // "p99", "max", "top": [[key, count], ...]}.
 std::string AdviceJson(const ModelAdvice& advice, const std::string& schema);
 
+// The same as one self-contained HTML page (no scripts, nothing fetched):
+// per field and per collection a histogram (inline SVG, power-of-two bins,
+// bars of class "bar") of its distribution beside its figures, then the
+// recommendations.
+std::string AdviceHtml(const ModelAdvice& advice, const std::string& schema);
+
 }  // namespace denormd
 
 #endif  // DENORMD_DAEMON_ADVISE_REPORT_H_

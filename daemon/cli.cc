@@ -33,6 +33,8 @@ Options:
                            and extrapolate the counts and the time (default 1: exact);
                            advise: read only this fraction of the entities and
                            documents (by id hash) and scale the counts (estimates)
+  --report FILE            advise: also write the report as one HTML page with
+                           histograms (self-contained: open it in any browser)
   --sample N               verify: check N documents of each projection and N entities
                            of each type's index rows, chosen at random (default: all)
   --expect FILE            test: compare with FILE ({"collections": {NAME: {ID: DOC}},
@@ -135,6 +137,9 @@ Status ParseArguments(const std::vector<std::string>& args, Arguments* out) {
       out->no_relay = true;
     } else if (arg == "--json") {
       out->json = true;
+    } else if (is("--report")) {
+      if (!value(&v) || v.empty()) return Status::InvalidInput("--report needs a file");
+      out->report = v;
     } else if (is("--sample")) {
       if (!value(&v) || v.empty()) return Status::InvalidInput("--sample needs a value");
       sample_text = v;  // read once the command is known

@@ -37,7 +37,8 @@ struct Arguments {
   std::string metrics_address = "127.0.0.1";
   std::string topic;
   bool no_relay = false;
-  bool json = false;     // plan, apply
+  bool json = false;     // plan, apply, advise
+  std::string report;    // advise: the HTML page to write
   double sample = 1.0;   // plan
   uint64_t verify_sample = 0;  // verify: documents per projection; 0 = all
   // test

@@ -2,7 +2,10 @@
 // change (projections/advice.h measures, daemon/advise_report.h prints).
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 
 #include "common/text.h"
@@ -40,6 +43,17 @@ int AdviseCommand(const Arguments& args) {
               << ": the fan-out is this file's, measured on the stored source; the document "
                  "sizes are of the documents stored (`"
               << CommandName() << " plan -c " << args.config_path << "` shows the difference)\n";
+  }
+  if (!args.report.empty()) {
+    std::ofstream page(args.report, std::ios::binary | std::ios::trunc);
+    page << AdviceHtml(advice, config.store.schema);
+    page.close();
+    if (!page) {
+      std::cerr << "denormd advise: cannot write the report " << args.report << ": "
+                << std::strerror(errno) << "\n";
+      return kExitFailure;
+    }
+    if (!args.quiet) std::cerr << "denormd advise: the report is in " << args.report << "\n";
   }
   std::cout << (args.json ? AdviceJson(advice, config.store.schema)
                           : FormatAdvice(advice, config.store.schema));

@@ -148,6 +148,12 @@ Distribution Distribute(const std::map<std::string, uint64_t>& counts, size_t to
   }
   d.keys = sorted.size();
   if (sorted.empty()) return d;
+  for (const auto& entry : sorted) {
+    size_t bin = 0;
+    for (uint64_t v = entry.first; v != 0; v >>= 1) ++bin;
+    if (d.bins.size() <= bin) d.bins.resize(bin + 1, 0);
+    d.bins[bin]++;
+  }
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });

@@ -36,6 +36,9 @@ struct Distribution {
   uint64_t p50 = 0, p99 = 0, max = 0;  // nearest-rank percentiles
   // The largest counts with their keys, largest first (ties by key).
   std::vector<std::pair<std::string, uint64_t>> top;
+  // A histogram in powers of two: bins[0] keys with count 0, bins[i] (i >= 1)
+  // keys with a count in [2^(i-1), 2^i); no bins after the last non-empty.
+  std::vector<uint64_t> bins;
 };
 
 // The distribution of `counts` (one per key), keeping the `top` largest.
