@@ -71,7 +71,7 @@ const KeyList kBucketsOnlyKeys = {"by", "size", "order_by", "field", "select", "
 // keeps the two in step), and the change feed's outbox and feed_state.
 const KeyList kReservedTables = {"entities", "refs",  "refs_by_entity", "ref_counts", "positions",
                                  "locks",    "writers", "meta",         "dead_letters", "outbox",
-                                 "feed_state", "apply_journal"};
+                                 "feed_state", "apply_journal", "fanout_stats"};
 // The longest suffix of the names made for a collection: its indexes
 // ("_by_number") on the table `denormd apply` builds beside it
 // ("<collection>__next_by_number"). PostgreSQL truncates names past 63

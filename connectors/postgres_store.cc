@@ -340,7 +340,7 @@ std::vector<std::pair<std::string, bool>> PostgresStore::OwnedRelations(
     const std::vector<std::string>& collections) const {
   std::vector<std::pair<std::string, bool>> out;  // (unquoted name, is an index)
   for (const char* table : {"entities", "refs", "ref_counts", "positions", "locks", "meta",
-                            "writers", "dead_letters", "apply_journal"}) {
+                            "writers", "dead_letters", "apply_journal", "fanout_stats"}) {
     out.emplace_back(table, false);
   }
   out.emplace_back("refs_by_entity", true);
@@ -452,6 +452,11 @@ Status PostgresStore::CreateTables(bool with_collections) {
     work.exec("create table if not exists " + s +
               ".apply_journal (seq bigserial primary key, type text not null,"
               " id text not null, before jsonb, after jsonb)");
+    // What changes cost, per hour, entity type and field (FanOutStat).
+    work.exec("create table if not exists " + s +
+              ".fanout_stats (hour timestamptz not null, type text not null, field text not null,"
+              " changes bigint not null, documents bigint not null, max_documents bigint not null,"
+              " max_id text not null, primary key (hour, type, field))");
     work.exec("create table if not exists " + s +
               ".dead_letters (seq bigserial primary key, source text not null,"
               " partition integer not null, position bigint not null, raw bytea not null,"

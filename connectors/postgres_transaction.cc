@@ -859,6 +859,66 @@ class PostgresTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
+  Status RecordFanOuts(const std::vector<FanOutStat>& stats) override {
+    if (stats.empty()) return Status::Ok();
+    rapidjson::StringBuffer buffer;
+    JsonWriter w(buffer);
+    w.StartArray();
+    for (const FanOutStat& stat : stats) {
+      w.StartObject();
+      w.Key("type");
+      WriteString(w, stat.type);
+      w.Key("field");
+      WriteString(w, stat.field);
+      w.Key("changes");
+      w.Uint64(stat.changes);
+      w.Key("documents");
+      w.Uint64(stat.documents);
+      w.Key("max_documents");
+      w.Uint64(stat.max_documents);
+      w.Key("max_id");
+      WriteString(w, stat.max_id);
+      w.EndObject();
+    }
+    w.EndArray();
+    return Guard("recording fan-out statistics", [&] {
+      // Kept a week: the hours older go as the next hour's first rows come.
+      Run("with old as (delete from " + schema_ + ".fanout_stats where hour < now() -"
+              " interval '7 days') insert into " + schema_ + ".fanout_stats as f (hour, type, field, changes, documents,"
+              " max_documents, max_id) select date_trunc('hour', now()), x.type, x.field,"
+              " x.changes, x.documents, x.max_documents, x.max_id from jsonb_to_recordset($1::jsonb)"
+              " as x(type text, field text, changes bigint, documents bigint, max_documents bigint,"
+              " max_id text) on conflict (hour, type, field) do update set"
+              " changes = f.changes + excluded.changes, documents = f.documents + excluded.documents,"
+              " max_documents = greatest(f.max_documents, excluded.max_documents),"
+              " max_id = case when excluded.max_documents > f.max_documents then excluded.max_id"
+              " else f.max_id end",
+          Text(buffer));
+    });
+  }
+
+  Status ReadFanOuts(uint64_t within_seconds, std::vector<FanOutStat>* out) override {
+    out->clear();
+    return Guard("reading fan-out statistics", [&] {
+      pqxx::result rows = Run(
+          "select type, field, changes, documents, max_documents, max_id,"
+          " extract(epoch from hour)::bigint from " + schema_ + ".fanout_stats"
+          " where hour > now() - make_interval(secs => $1) order by hour desc, type, field",
+          static_cast<int64_t>(within_seconds));
+      for (const pqxx::row& row : rows) {
+        FanOutStat stat;
+        stat.type = row[0].c_str();
+        stat.field = row[1].c_str();
+        stat.changes = row[2].as<uint64_t>();
+        stat.documents = row[3].as<uint64_t>();
+        stat.max_documents = row[4].as<uint64_t>();
+        stat.max_id = row[5].c_str();
+        stat.hour = row[6].as<int64_t>();
+        out->push_back(std::move(stat));
+      }
+    });
+  }
+
   Status AddDeadLetters(const std::vector<DeadLetter>& letters) override {
     rapidjson::StringBuffer buffer;
     JsonWriter w(buffer);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include <rapidjson/stringbuffer.h>
@@ -216,6 +217,17 @@ std::string FormatAdvice(const ModelAdvice& advice, const std::string& schema) {
     if (c.collection != c.projection) out << " (" << c.projection << ")";
     out << ": " << CountOf(c.bytes.keys, "document") << ", " << Figures(c.bytes) << "\n";
   }
+  out << "\nobserved changes (the statistics run and replay keep, the last 24 hours):\n";
+  if (advice.observed.empty()) out << "  (none recorded)\n";
+  for (const ObservedChanges& o : advice.observed) {
+    const double per_second = static_cast<double>(o.documents) / static_cast<double>(o.seconds);
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.3g", per_second);
+    out << "  " << o.type << "." << o.field << ": " << CountOf(o.changes, "change") << " in "
+        << o.seconds / 3600 << " h, " << FormatCount(o.changes ? o.documents / o.changes : 0)
+        << " documents per change on average, at most " << FormatCount(o.max_documents) << " ("
+        << o.type << " " << o.max_id << "): " << rate << " documents/s\n";
+  }
   out << "\nrecommendations (thresholds: limits.max_members " << advice.thresholds.max_members
       << ", limits.fanout_warn " << advice.thresholds.fanout_warn
       << ", limits.max_document_bytes " << advice.thresholds.max_document_bytes << "):\n";
@@ -286,6 +298,27 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
     w.Key("projection");
     WriteString(w, c.projection);
     WriteDistribution(w, "bytes", c.bytes);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("observed");
+  w.StartArray();
+  for (const ObservedChanges& o : advice.observed) {
+    w.StartObject();
+    w.Key("type");
+    WriteString(w, o.type);
+    w.Key("field");
+    WriteString(w, o.field);
+    w.Key("changes");
+    w.Uint64(o.changes);
+    w.Key("documents");
+    w.Uint64(o.documents);
+    w.Key("max_documents");
+    w.Uint64(o.max_documents);
+    w.Key("max_id");
+    WriteString(w, o.max_id);
+    w.Key("seconds");
+    w.Uint64(o.seconds);
     w.EndObject();
   }
   w.EndArray();

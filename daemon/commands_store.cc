@@ -31,6 +31,7 @@ int ReplayCommand(const Arguments& args) {
     auto start = std::chrono::steady_clock::now();
     ReplayOptions options;
     options.batch_size = engine->config.batch.max_events;
+    options.fanout_warn = engine->config.limits.fanout_warn;
     options.max_event_bytes = engine->config.batch.max_event_bytes;
     if (progress) {
       options.on_batch = [&](const std::string& /*source*/, const BatchStats& total, uint64_t read,
@@ -155,6 +156,49 @@ int RebuildOrVerify(const Arguments& args, bool verify) {
 int RebuildCommand(const Arguments& args) { return RebuildOrVerify(args, /*verify=*/false); }
 int VerifyCommand(const Arguments& args) { return RebuildOrVerify(args, /*verify=*/true); }
 
+// The changes that cost the most documents this hour and the last, by
+// entity type and changed field (what `run` and `replay` keep).
+void PrintLargestFanOuts(Store* store) {
+  std::vector<FanOutStat> stats;
+  std::unique_ptr<StoreTransaction> txn;
+  Status status = store->Begin(&txn);
+  if (status.ok()) status = txn->ledger().ReadFanOuts(7200, &stats);
+  std::cout << "\nlargest fan-out this hour and the last (documents one change made a batch "
+               "recompute):\n";
+  if (!status.ok()) {
+    std::cout << "  (unavailable: " << status.message() << ")\n";
+    return;
+  }
+  // Per type and field over both hours.
+  std::map<std::pair<std::string, std::string>, FanOutStat> merged;
+  for (const FanOutStat& stat : stats) {
+    FanOutStat& m = merged[{stat.type, stat.field}];
+    if (m.max_id.empty() || stat.max_documents > m.max_documents) {
+      m.max_documents = stat.max_documents;
+      m.max_id = stat.max_id;
+    }
+    m.type = stat.type;
+    m.field = stat.field;
+    m.changes += stat.changes;
+    m.documents += stat.documents;
+  }
+  std::vector<FanOutStat> top;
+  for (auto& entry : merged) top.push_back(std::move(entry.second));
+  std::sort(top.begin(), top.end(), [](const FanOutStat& a, const FanOutStat& b) {
+    return a.max_documents != b.max_documents ? a.max_documents > b.max_documents
+                                              : a.type + a.field < b.type + b.field;
+  });
+  if (top.empty()) std::cout << "  (no changes recorded)\n";
+  for (size_t i = 0; i < top.size() && i < 5; ++i) {
+    const FanOutStat& t = top[i];
+    std::cout << "  " << t.type << "." << t.field << ": " << FormatCount(t.max_documents)
+              << (t.max_documents == 1 ? " document" : " documents") << " at most (" << t.type
+              << " " << t.max_id << "); "
+              << CountOf(t.changes, "change") << ", " << FormatCount(t.documents)
+              << " documents in all\n";
+  }
+}
+
 int StatusCommand(const Arguments& args) {
   std::unique_ptr<Engine> engine;
   if (int code = OpenEngine(args, &engine, PostgresStore::OpenMode::kInspect)) return code;
@@ -225,6 +269,7 @@ int StatusCommand(const Arguments& args) {
     std::cout << "  " << c.first << ": " << CountOf(c.second, "document") << "\n";
   }
   std::cout << "\ndead letters: " << FormatCount(summary.dead_letters) << "\n";
+  PrintLargestFanOuts(&engine->store);
   if (summary.feed) {
     std::cout << "\nchange feed (" << config.feed->transactional_id << "):\n"
               << "  outbox: " << FormatCount(summary.outbox.rows) << " changes waiting";

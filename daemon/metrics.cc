@@ -152,6 +152,21 @@ void Metrics::SetFeedRelayActive(bool active) {
   feed_relay_active_ = active;
 }
 
+void Metrics::ObserveFanOuts(const std::vector<EventFanOut>& fanouts) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const EventFanOut& fanout : fanouts) {
+    FanOutHistogram& h = fanouts_[fanout.type];
+    size_t bucket = 0;
+    while (bucket < kFanOutBuckets.size() &&
+           static_cast<double>(fanout.documents) > kFanOutBuckets[bucket]) {
+      ++bucket;
+    }
+    h.buckets[bucket]++;
+    h.sum += static_cast<double>(fanout.documents);
+    h.count++;
+  }
+}
+
 void Metrics::ObserveEventAges(const std::vector<double>& seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (double age : seconds) {
@@ -170,20 +185,31 @@ namespace {
 
 // A histogram family: buckets are per-bucket counts (not cumulative), the
 // last one +Inf.
+// One series of a histogram family; `labels` ("type=\"book\"") go before
+// each bucket's le.
+template <size_t N>
+void AppendHistogramSeries(std::string* out, const char* name, const std::string& labels,
+                           const std::array<double, N>& bounds,
+                           const std::array<uint64_t, N + 1>& buckets, double sum,
+                           uint64_t count) {
+  const std::string prefix = labels.empty() ? "" : labels + ",";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= N; ++i) {
+    cumulative += buckets[i];
+    std::string le = i < N ? FormatSampleValue(bounds[i]) : "+Inf";
+    AppendSample(out, std::string(name) + "_bucket", prefix + "le=\"" + le + "\"",
+                 std::to_string(cumulative));
+  }
+  AppendSample(out, std::string(name) + "_sum", labels, FormatSampleValue(sum));
+  AppendSample(out, std::string(name) + "_count", labels, std::to_string(count));
+}
+
 template <size_t N>
 void AppendHistogram(std::string* out, const char* name, const char* help,
                      const std::array<double, N>& bounds,
                      const std::array<uint64_t, N + 1>& buckets, double sum, uint64_t count) {
   AppendHeader(out, name, "histogram", help);
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i <= N; ++i) {
-    cumulative += buckets[i];
-    std::string le = i < N ? FormatSampleValue(bounds[i]) : "+Inf";
-    AppendSample(out, std::string(name) + "_bucket", "le=\"" + le + "\"",
-                 std::to_string(cumulative));
-  }
-  AppendSample(out, std::string(name) + "_sum", "", FormatSampleValue(sum));
-  AppendSample(out, std::string(name) + "_count", "", std::to_string(count));
+  AppendHistogramSeries(out, name, "", bounds, buckets, sum, count);
 }
 
 }  // namespace
@@ -206,8 +232,10 @@ std::string Metrics::Render() const {
   std::array<uint64_t, kEventAgeBuckets.size() + 1> feed_delay_buckets;
   double feed_delay_sum, outbox_lag_seconds;
   bool feed_relay_active;
+  std::map<std::string, FanOutHistogram> fanouts;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    fanouts = fanouts_;
     events_applied = events_applied_;
     events_stale = events_stale_;
     records_skipped = records_skipped_;
@@ -275,6 +303,13 @@ std::string Metrics::Render() const {
                   kEventAgeBuckets, age_buckets, age_sum, age_count);
   AppendGauge(&out, "denormd_event_age_max_seconds",
               "The largest denormd_event_age_seconds observed.", FormatSampleValue(age_max));
+  AppendHeader(&out, "denormd_documents_per_event", "histogram",
+               "Documents one change of an entity made its batch recompute, by entity type.");
+  for (const auto& [type, h] : fanouts) {
+    AppendHistogramSeries(&out, "denormd_documents_per_event",
+                          "type=\"" + EscapeLabelValue(type) + "\"", kFanOutBuckets, h.buckets,
+                          h.sum, h.count);
+  }
 
   AppendHeader(&out, "denormd_consumer_lag", "gauge",
                "Messages between the committed offset and the end of the partition.");

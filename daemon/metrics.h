@@ -10,7 +10,9 @@
 //              denormd_store_round_trips_total, denormd_store_statements_total
 //   histograms denormd_batch_duration_seconds (buckets kBatchDurationBuckets),
 //              denormd_event_age_seconds (kEventAgeBuckets: Kafka timestamp to
-//              commit, the freshness of every applied record)
+//              commit, the freshness of every applied record),
+//              denormd_documents_per_event{type} (kFanOutBuckets: documents one
+//              change made its batch recompute, by entity type)
 //   gauges     denormd_event_age_max_seconds, denormd_consumer_lag{topic,partition},
 //              denormd_up (always 1), denormd_store_healthy (0/1, 0 until
 //              first set), denormd_last_commit_timestamp_seconds (0 until first set)
@@ -41,6 +43,8 @@
 #include <utility>
 #include <vector>
 
+#include "projections/batch_stats.h"
+
 namespace denormd {
 
 class Metrics {
@@ -55,6 +59,11 @@ class Metrics {
   static constexpr std::array<double, 17> kEventAgeBuckets = {
       0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15,
       0.2,   0.3,    0.5,   1,    2.5,   5,    10,    30};
+
+  // Upper bounds (documents) of denormd_documents_per_event: the documents
+  // one change made its batch recompute (BatchStats::fanouts), by type.
+  static constexpr std::array<double, 14> kFanOutBuckets = {
+      0, 1, 2, 5, 10, 20, 50, 100, 500, 1000, 5000, 10000, 50000, 100000};
 
   // (topic, partition) of a consumer-lag gauge.
   using PartitionKey = std::pair<std::string, int>;
@@ -75,6 +84,10 @@ class Metrics {
   void AddBatch(uint64_t applied, uint64_t stale, uint64_t dead, uint64_t written,
                 uint64_t deleted, double seconds, uint64_t skipped = 0,
                 uint64_t round_trips = 0, uint64_t statements = 0);
+
+  // Observes what each change of a committed batch cost, in
+  // denormd_documents_per_event{type=...}.
+  void ObserveFanOuts(const std::vector<EventFanOut>& fanouts);
 
   // Observes the age at commit of each event of a committed batch, and
   // keeps the largest in denormd_event_age_max_seconds.
@@ -133,6 +146,12 @@ class Metrics {
   double age_sum_ = 0;                                                // GUARDED_BY(mutex_)
   uint64_t age_count_ = 0;                                            // GUARDED_BY(mutex_)
   double age_max_ = 0;                                                // GUARDED_BY(mutex_)
+  struct FanOutHistogram {
+    std::array<uint64_t, kFanOutBuckets.size() + 1> buckets{};
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  std::map<std::string, FanOutHistogram> fanouts_;  // by entity type; GUARDED_BY(mutex_)
   std::map<PartitionKey, int64_t> lag_;                         // GUARDED_BY(mutex_)
   bool store_healthy_ = false;                                  // GUARDED_BY(mutex_)
   double last_commit_timestamp_ = 0;                            // GUARDED_BY(mutex_)

@@ -2,8 +2,10 @@
 
 #include <atomic>
 
+#include "common/log.h"
 #include "connectors/event_log_source.h"
 #include "daemon/batch_loop.h"
+#include "daemon/fanout_recorder.h"
 
 namespace denormd {
 
@@ -18,8 +20,10 @@ Status ReplayLog(const Decoder& decoder, const BatchApplier& applier, Store* sto
   loop_options.max_events = options.batch_size;
   loop_options.max_attempts = options.max_attempts;
   BatchLoopHooks hooks;
+  FanOutRecorder fanouts;
   hooks.on_commit = [&](const std::vector<RawRecord>& records, const BatchStats& stats,
                         double /*seconds*/, int /*attempts*/) {
+    fanouts.Observe(stats.fanouts, options.fanout_warn);
     report->stats.Add(stats);
     report->batches++;
     report->last_line = records.back().at.position;
@@ -31,7 +35,11 @@ Status ReplayLog(const Decoder& decoder, const BatchApplier& applier, Store* sto
   const std::atomic<bool> never_stop{false};
   BatchLoop loop(log, decoder, applier, *store, nullptr, loop_options, std::move(hooks),
                  never_stop);
-  return loop.Run();
+  Status status = loop.Run();
+  // Statistics: a failure to keep them does not fail the replay.
+  Status kept = fanouts.Flush(store, /*force=*/true);
+  if (!kept.ok()) Log(LogLevel::kWarn, "fanout_stats_not_kept", {{"error", kept.message()}});
+  return status;
 }
 
 }  // namespace denormd

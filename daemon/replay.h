@@ -27,6 +27,10 @@ struct ReplayOptions {
       on_batch;
   // Called before each retry of a batch after a transient error; may be empty.
   std::function<void(const Status& error, int attempt)> on_retry;
+  // A change that makes a batch recompute more documents than this is
+  // logged (`fanout_large`, limits.fanout_warn); what changes cost is kept in
+  // the store's statistics (daemon/fanout_recorder.h).
+  uint64_t fanout_warn = 1000;
 };
 
 struct ReplayReport {

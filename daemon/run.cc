@@ -21,6 +21,7 @@
 #include "daemon/http_server.h"
 #include "daemon/metrics.h"
 #include "daemon/relay.h"
+#include "daemon/fanout_recorder.h"
 #include "daemon/reload.h"
 #include "daemon/service_notifier.h"
 #include "projections/derivations/registry.h"
@@ -277,6 +278,7 @@ class Daemon {
       UpdateLag();
       if (g_reload.exchange(false)) Reload();
       PruneWhenDue();
+      KeepFanOuts(/*force=*/false);
     };
     hooks.on_commit = [this](const std::vector<RawRecord>& records, const BatchStats& stats,
                              double seconds, int attempts) {
@@ -301,6 +303,7 @@ class Daemon {
     loop_done.store(true);
     watcher.join();
     loop_ = nullptr;
+    KeepFanOuts(/*force=*/true);
     if (status.ok()) return kExitOk;
     if (status.IsStaleConfig()) {
       // Fenced: `denormd apply` switched the store's projections. Nothing of
@@ -314,7 +317,16 @@ class Daemon {
     return kExitFailure;
   }
 
+  // What changes cost, into the store's statistics (a minute's worth at a
+  // time; all of it when stopping). A failure is logged and retried.
+  void KeepFanOuts(bool force) {
+    Status status = fanouts_.Flush(&engine_.store, force);
+    if (!status.ok()) Log(LogLevel::kWarn, "fanout_stats_not_kept", {{"error", status.message()}});
+  }
+
   void OnCommit(const std::vector<RawRecord>& records, const BatchStats& stats, double seconds) {
+    fanouts_.Observe(stats.fanouts, running_.limits.fanout_warn);
+    metrics_.ObserveFanOuts(stats.fanouts);
     metrics_.AddBatch(stats.applied, stats.stale, stats.dead_letters, stats.documents_written,
                       stats.documents_deleted, seconds, stats.skipped, stats.round_trips,
                       stats.statements);
@@ -472,6 +484,7 @@ class Daemon {
     running_.batch = fresh->batch;
     stuck_after_s_.store(running_.batch.stuck_after_s);
     running_.retention = fresh->retention;
+    running_.limits = fresh->limits;
     running_.log = fresh->log;
     ApplyLogConfig(running_.log);
     loop_->SetOptions(LoopOptionsFor(running_.batch));
@@ -547,6 +560,7 @@ class Daemon {
   std::atomic<int64_t> last_progress_ms_{0};
   std::atomic<uint64_t> stuck_after_s_{running_.batch.stuck_after_s};
   bool stopping_noted_ = false;
+  FanOutRecorder fanouts_;  // the loop's thread
   std::chrono::steady_clock::time_point last_lag_update_;
   std::chrono::steady_clock::time_point window_start_;
   // Counted from the start: the first prune is one interval in.

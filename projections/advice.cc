@@ -117,6 +117,27 @@ void Recommend(const ProjectionPlan& plan, const AdviceThresholds& limits, Model
                f.member_type + ", ...} and read the " + f.member_type + " documents beside"});
     }
   }
+  // A copied field that changes often: its observed changes rewrote more
+  // documents an hour than fanout_warn.
+  for (const FieldFanOut& f : advice->fields) {
+    if (f.kind != "lookup") continue;
+    for (const ObservedChanges& o : advice->observed) {
+      if (o.type != f.member_type || o.field.empty() || o.field[0] == '(') continue;
+      if (f.derivation.find(o.field) == std::string::npos) continue;  // not shown
+      const uint64_t per_hour = o.documents * 3600 / std::max<uint64_t>(o.seconds, 1);
+      if (per_hour <= limits.fanout_warn) continue;
+      const std::string where = "projections." + f.projection + ".fields." + f.field;
+      advice->recommendations.push_back(
+          {"hot-copied-field", where,
+           Count(o.changes) + " changes of " + o.type + "." + o.field + " in the last " +
+               Count(o.seconds / 3600) + " h rewrote " + Count(o.documents) + " documents (" +
+               Count(per_hour) + " an hour; at most " + Count(o.max_documents) + ", for " +
+               o.type + " " + o.max_id + "; threshold fanout_warn " + Count(limits.fanout_warn) +
+               ")",
+           "stop copying " + o.field + " into " + where + " (leave it out of select and read it "
+           "from the " + o.type + " documents), or accept the writes"});
+    }
+  }
   uint64_t max_bytes = limits.max_document_bytes;
   std::string limit_name = "max_document_bytes " + Count(max_bytes);
   if (config.feed && config.feed->max_message_bytes < max_bytes) {
@@ -301,6 +322,34 @@ Status AdviseModel(const ProjectionPlan& plan, Store* store, const AdviceOptions
     advice.collections.push_back(
         {projection.collection, projection.name, Distribute(sizes, options.top)});
   }
+  // What changes cost, as the daemon observed them: the last 24 hours.
+  std::vector<FanOutStat> stats;
+  DENORMD_RETURN_IF_ERROR(txn->ledger().ReadFanOuts(24 * 3600, &stats));
+  std::map<std::pair<std::string, std::string>, ObservedChanges> observed;
+  int64_t oldest = 0, newest = 0;
+  for (const FanOutStat& stat : stats) {
+    ObservedChanges& o = observed[{stat.type, stat.field}];
+    o.type = stat.type;
+    o.field = stat.field;
+    o.changes += stat.changes;
+    o.documents += stat.documents;
+    if (o.max_id.empty() || stat.max_documents > o.max_documents) {
+      o.max_documents = stat.max_documents;
+      o.max_id = stat.max_id;
+    }
+    oldest = oldest == 0 ? stat.hour : std::min(oldest, stat.hour);
+    newest = std::max(newest, stat.hour);
+  }
+  const uint64_t hours = stats.empty() ? 1 : static_cast<uint64_t>((newest - oldest) / 3600 + 1);
+  for (auto& entry : observed) {
+    entry.second.seconds = hours * 3600;
+    advice.observed.push_back(std::move(entry.second));
+  }
+  std::sort(advice.observed.begin(), advice.observed.end(),
+            [](const ObservedChanges& a, const ObservedChanges& b) {
+              return a.documents != b.documents ? a.documents > b.documents
+                                                : a.type + a.field < b.type + b.field;
+            });
   Recommend(plan, options.thresholds, &advice);
   *out = std::move(advice);
   return Status::Ok();

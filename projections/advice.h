@@ -69,6 +69,18 @@ struct CollectionSizes {
   Distribution bytes;  // per document: its JSON text as the store returns it
 };
 
+// How often an entity type's field changed and what that cost, from the
+// statistics `run` and `replay` keep (StreamLedger::ReadFanOuts).
+struct ObservedChanges {
+  std::string type;
+  std::string field;        // or "(created)", "(deleted)"
+  uint64_t changes = 0;
+  uint64_t documents = 0;   // recomputed by those changes
+  uint64_t max_documents = 0;
+  std::string max_id;
+  uint64_t seconds = 0;     // the span observed (whole hours, at least one)
+};
+
 // A recommendation: which rule found what, where, and what to change.
 struct Recommendation {
   std::string rule;        // unbounded-members, wide-fanout, large-document
@@ -84,7 +96,8 @@ struct AdviceThresholds {
   // members than this: a limit, or buckets.
   uint64_t max_members = 1000;
   // A copied field (`lookup`) whose member appears in more documents than
-  // this: each change of it rewrites them all.
+  // this: each change of it rewrites them all; and a copied field whose
+  // observed changes rewrite more documents than this an hour.
   uint64_t fanout_warn = 1000;
   // A document larger than this many bytes (or than the feed's
   // max_message_bytes, when smaller).
@@ -107,6 +120,7 @@ struct ModelAdvice {
   AdviceThresholds thresholds;
   std::vector<FieldFanOut> fields;
   std::vector<CollectionSizes> collections;
+  std::vector<ObservedChanges> observed;  // the last 24 hours, by type and field
   std::vector<Recommendation> recommendations;
 };
 

@@ -26,6 +26,28 @@ bool SameRecord(const EntityState& a, const EntityState& b) {
 }
 
 // Whether the data (or liveness) differs: only such changes affect documents.
+// The top-level fields whose values differ, comma-separated; "(created)"
+// or "(deleted)" when the entity became or stopped being live.
+std::string ChangedFields(const EntityState& before, const EntityState& after) {
+  if (!IsLive(before)) return IsLive(after) ? "(created)" : "";
+  if (!IsLive(after)) return "(deleted)";
+  const JsonValue& a = *before->data;
+  const JsonValue& b = *after->data;
+  std::set<std::string> fields;
+  if (a.IsObject() && b.IsObject()) {
+    for (auto m = a.MemberBegin(); m != a.MemberEnd(); ++m) {
+      auto other = b.FindMember(m->name);
+      if (other == b.MemberEnd() || other->value != m->value) fields.insert(m->name.GetString());
+    }
+    for (auto m = b.MemberBegin(); m != b.MemberEnd(); ++m) {
+      if (!a.HasMember(m->name)) fields.insert(m->name.GetString());
+    }
+  }
+  std::string out;
+  for (const std::string& field : fields) out += (out.empty() ? "" : ",") + field;
+  return out;
+}
+
 bool DataChanged(const EntityState& before, const EntityState& after) {
   if (IsLive(before) != IsLive(after)) return true;
   return IsLive(before) && !JsonEquals(*before->data, *after->data);
@@ -156,7 +178,12 @@ Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* st
       local.busy_retries = attempt - 1;
       local.round_trips = round_trips;
       local.statements = statements;
+      // Every change's fan-out, not only the largest that Add keeps.
+      std::vector<EventFanOut> fanouts = std::move(local.fanouts);
+      local.fanouts.clear();
       stats->Add(local);
+      stats->fanouts.insert(stats->fanouts.end(), std::make_move_iterator(fanouts.begin()),
+                            std::make_move_iterator(fanouts.end()));
       return Status::Ok();
     }
     if (!status.IsBusy() || exclusive) return status;
@@ -221,7 +248,7 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction& txn, const EventBatch&
   DENORMD_RETURN_IF_ERROR(WriteSource(txn, states, &changes, stats));
   if (!changes.empty()) DENORMD_RETURN_IF_ERROR(txn.source().Journal(changes));
   AffectedUnits affected;
-  DENORMD_RETURN_IF_ERROR(CollectAffected(txn, changes, &affected));
+  DENORMD_RETURN_IF_ERROR(CollectAffected(txn, changes, &affected, &stats->fanouts));
   DENORMD_RETURN_IF_ERROR(LockAffected(txn, affected, exclusive));
   // The rows kept through a link (their `to` entities are locked now), and
   // what moved in them, before the documents that read them.
@@ -324,16 +351,25 @@ Status BatchApplier::WriteSource(StoreTransaction& txn, const EntityStates& stat
 
 Status BatchApplier::CollectAffected(StoreTransaction& txn,
                                      const std::vector<EntityChange>& changes,
-                                     AffectedUnits* affected) const {
-  for (const EntityChange& change : changes) {
+                                     AffectedUnits* affected,
+                                     std::vector<EventFanOut>* fanouts) const {
+  // Each change alone too (`own`), for what it costs: the units it names
+  // itself, and the index targets whose referrers are counted below.
+  std::vector<AffectedUnits> own(fanouts != nullptr ? changes.size() : 0);
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const EntityChange& change = changes[i];
     const EntityTypePlan& type_plan = plan_.ForType(change.key.type);
     for (const Projection* projection : type_plan.projections) {
       projection->CollectAffected(change, affected);
+      if (fanouts != nullptr) projection->CollectAffected(change, &own[i]);
     }
     for (const Derivation* derivation : type_plan.dependents) {
       derivation->CollectAffected(change, affected);
+      if (fanouts != nullptr) derivation->CollectAffected(change, &own[i]);
     }
   }
+  // Referrers found per (relation or link, projection, target).
+  std::map<std::tuple<const void*, size_t, std::string>, uint64_t> found;
   // Documents found through the reference index: one read per relation.
   for (const auto& entry : affected->referrers_of) {
     std::vector<Referrer> referrers;
@@ -343,6 +379,7 @@ Status BatchApplier::CollectAffected(StoreTransaction& txn,
       for (const auto& projection : entry.second) {
         if (projection.second.count(referrer.target)) {
           affected->AddUnit(projection.first, referrer.entity.key.id);
+          if (fanouts != nullptr) found[{entry.first, projection.first, referrer.target}]++;
         }
       }
     }
@@ -354,9 +391,35 @@ Status BatchApplier::CollectAffected(StoreTransaction& txn,
         ReadLinksTo(txn.index(), *entry.first, AllTargets(entry.second), &pairs));
     for (const LinkedPair& pair : pairs) {
       for (const auto& projection : entry.second) {
-        if (projection.second.count(pair.to)) affected->AddUnit(projection.first, pair.from);
+        if (projection.second.count(pair.to)) {
+          affected->AddUnit(projection.first, pair.from);
+          if (fanouts != nullptr) found[{entry.first, projection.first, pair.to}]++;
+        }
       }
     }
+  }
+  if (fanouts == nullptr) return Status::Ok();
+  for (size_t i = 0; i < changes.size(); ++i) {
+    EventFanOut fanout{changes[i].key.type, changes[i].key.id,
+                       ChangedFields(*changes[i].before, *changes[i].after), 0};
+    for (const auto& units : own[i].units) fanout.documents += units.second.size();
+    for (const auto& relation : own[i].referrers_of) {
+      for (const auto& projection : relation.second) {
+        for (const std::string& target : projection.second) {
+          auto it = found.find({relation.first, projection.first, target});
+          if (it != found.end()) fanout.documents += it->second;
+        }
+      }
+    }
+    for (const auto& link : own[i].linked_to) {
+      for (const auto& projection : link.second) {
+        for (const std::string& target : projection.second) {
+          auto it = found.find({link.first, projection.first, target});
+          if (it != found.end()) fanout.documents += it->second;
+        }
+      }
+    }
+    fanouts->push_back(std::move(fanout));
   }
   return Status::Ok();
 }
@@ -383,7 +446,7 @@ Status BatchApplier::Refresh(StoreTransaction& txn, const std::vector<EntityChan
     DENORMD_RETURN_IF_ERROR(ReconcileLinkedRows(txn, linked, nullptr));
   }
   AffectedUnits affected;
-  DENORMD_RETURN_IF_ERROR(CollectAffected(txn, changes, &affected));
+  DENORMD_RETURN_IF_ERROR(CollectAffected(txn, changes, &affected, nullptr));
   // Bucket groups are rendered whole and referrers read, not moved: the
   // changes may repeat an entity (several batches), and the tables may
   // already hold some of them.

@@ -74,8 +74,10 @@ class BatchApplier {
   Status IndexLimitsError(const EntityState& state) const;
   Status WriteSource(StoreTransaction& txn, const EntityStates& states,
                      std::vector<EntityChange>* changes, BatchStats* stats) const;
+  // The units `changes` affect, and with `fanouts`, what each change costs
+  // alone (appended, in the order of `changes`).
   Status CollectAffected(StoreTransaction& txn, const std::vector<EntityChange>& changes,
-                         AffectedUnits* affected) const;
+                         AffectedUnits* affected, std::vector<EventFanOut>* fanouts) const;
   Status LockAffected(StoreTransaction& txn, const AffectedUnits& affected, bool exclusive) const;
   // `batch_moves`: the changes are one batch's own (AffectedUnits::moves
   // holds what they moved).

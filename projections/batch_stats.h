@@ -2,9 +2,24 @@
 #ifndef DENORMD_PROJECTIONS_BATCH_STATS_H_
 #define DENORMD_PROJECTIONS_BATCH_STATS_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace denormd {
+
+// What one change of an entity cost: the documents it made the batch
+// recompute (its own, its parents', and those found through the index that
+// read it), counted for it alone; documents two changes of a batch share
+// count for both.
+struct EventFanOut {
+  std::string type;
+  std::string id;
+  std::string fields;  // the top-level fields it changed, comma-separated;
+                       // "(created)" or "(deleted)"
+  uint64_t documents = 0;
+};
 
 struct BatchStats {
   uint64_t events = 0;              // raw records in the batch
@@ -24,8 +39,17 @@ struct BatchStats {
   // did not fit (edited documents, or a `select` changed without a rebuild).
   uint64_t tails_spliced = 0;
   uint64_t tails_rendered = 0;
+  // The changes with what each cost: BatchApplier::Apply appends every
+  // change of its batch; Add (summing batches) keeps the kTopFanOuts largest.
+  static constexpr size_t kTopFanOuts = 10;
+  std::vector<EventFanOut> fanouts;
 
   void Add(const BatchStats& o) {
+    fanouts.insert(fanouts.end(), o.fanouts.begin(), o.fanouts.end());
+    std::sort(fanouts.begin(), fanouts.end(), [](const EventFanOut& a, const EventFanOut& b) {
+      return a.documents > b.documents;
+    });
+    if (fanouts.size() > kTopFanOuts) fanouts.resize(kTopFanOuts);
     events += o.events;
     applied += o.applied;
     stale += o.stale;

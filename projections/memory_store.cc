@@ -394,6 +394,32 @@ class MemoryTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
+  Status RecordFanOuts(const std::vector<FanOutStat>& stats) override {
+    const std::vector<FanOutStat> before = state_.fanouts;
+    undo_.push_back([this, before] { state_.fanouts = before; });
+    for (const FanOutStat& stat : stats) {
+      auto it = std::find_if(state_.fanouts.begin(), state_.fanouts.end(), [&](const FanOutStat& s) {
+        return s.type == stat.type && s.field == stat.field;
+      });
+      if (it == state_.fanouts.end()) {
+        state_.fanouts.push_back(stat);
+        continue;
+      }
+      it->changes += stat.changes;
+      it->documents += stat.documents;
+      if (stat.max_documents > it->max_documents) {
+        it->max_documents = stat.max_documents;
+        it->max_id = stat.max_id;
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status ReadFanOuts(uint64_t /*within_seconds*/, std::vector<FanOutStat>* out) override {
+    *out = state_.fanouts;
+    return Status::Ok();
+  }
+
   Status AddDeadLetters(const std::vector<DeadLetter>& letters) override {
     const size_t size = state_.dead_letters.size();
     undo_.push_back([this, size] { state_.dead_letters.resize(size); });

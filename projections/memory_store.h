@@ -52,6 +52,7 @@ struct MemoryState {
   uint64_t index_rows_written = 0;
   std::map<std::pair<std::string, int32_t>, StoredPosition> positions;
   std::vector<DeadLetter> dead_letters;
+  std::vector<FanOutStat> fanouts;  // one hour: the store's lifetime
   // The change outbox: the changes of the `published` collections, in
   // capture order (seq ascending; a rolled-back change leaves a gap, as a
   // PostgreSQL sequence does), until pruned.

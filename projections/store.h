@@ -276,9 +276,31 @@ class DocumentTables {
 // ---------------------------------------------------------------------------
 // The stream ledger: where each stream is, and what could not be applied.
 
+// What the changes of one entity type's field cost over one hour, as the
+// daemon observes them (`denormd status`, `denormd advise`).
+struct FanOutStat {
+  std::string type;
+  std::string field;          // a top-level field, "(created)" or "(deleted)"
+  uint64_t changes = 0;       // changes of it
+  uint64_t documents = 0;     // the documents they made batches recompute
+  uint64_t max_documents = 0; // the most one change made
+  std::string max_id;         // the entity of that change
+  int64_t hour = 0;           // on read: the hour's start, Unix seconds
+};
+
 class StreamLedger {
  public:
   virtual ~StreamLedger() = default;
+  // Adds `stats` to those of the current hour (summing changes and
+  // documents, keeping the largest change). A store without statistics
+  // keeps none.
+  virtual Status RecordFanOuts(const std::vector<FanOutStat>& /*stats*/) { return Status::Ok(); }
+  // The statistics of the hours that began at most `within_seconds` ago,
+  // newest hour first.
+  virtual Status ReadFanOuts(uint64_t /*within_seconds*/, std::vector<FanOutStat>* out) {
+    out->clear();
+    return Status::Ok();
+  }
   virtual Status LoadPositions(const std::string& source, std::vector<StoredPosition>* out) = 0;
   // Fails with Conflict when a fenced stream moved (PositionUpdate).
   virtual Status SavePositions(const std::vector<PositionUpdate>& updates) = 0;

@@ -207,6 +207,23 @@ TEST(MetricsTest, EventAgesFillTheFreshnessHistogramAndItsMax) {
   EXPECT_EQ(Sample(text, "denormd_event_age_max_seconds"), "2");
 }
 
+TEST(MetricsTest, DocumentsPerEventByEntityType) {
+  Metrics metrics;
+  metrics.ObserveFanOuts({{"author", "a0", "name", 3097}, {"author", "a1", "name", 2},
+                          {"comment", "c1", "(created)", 2}, {"comment", "c2", "text", 1}});
+  metrics.ObserveFanOuts({{"comment", "c3", "(deleted)", 0}});
+  std::string text = metrics.Render();
+  EXPECT_EQ(CheckExposition(text), "");
+  EXPECT_TRUE(Contains(text, "# TYPE denormd_documents_per_event histogram\n"));
+  EXPECT_EQ(Sample(text, "denormd_documents_per_event_bucket{type=\"author\",le=\"2\"}"), "1");
+  EXPECT_EQ(Sample(text, "denormd_documents_per_event_bucket{type=\"author\",le=\"1000\"}"), "1");
+  EXPECT_EQ(Sample(text, "denormd_documents_per_event_bucket{type=\"author\",le=\"5000\"}"), "2");
+  EXPECT_EQ(Sample(text, "denormd_documents_per_event_sum{type=\"author\"}"), "3099");
+  EXPECT_EQ(Sample(text, "denormd_documents_per_event_bucket{type=\"comment\",le=\"0\"}"), "1");
+  EXPECT_EQ(Sample(text, "denormd_documents_per_event_bucket{type=\"comment\",le=\"2\"}"), "3");
+  EXPECT_EQ(Sample(text, "denormd_documents_per_event_count{type=\"comment\"}"), "3");
+}
+
 TEST(MetricsTest, TheFeedsFamiliesStartAtZeroAndCountPages) {
   Metrics metrics;
   std::string text = metrics.Render();

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <random>
+#include <regex>
 
 #include <gtest/gtest.h>
 
@@ -126,6 +128,54 @@ TEST(AdviseCli, FiguresEqualPlainSqlOverTheStore) {
                                            "rewrites): p50 "))
       << output;
   EXPECT_NE(std::string::npos, output.find("none: every figure is within its threshold")) << output;
+}
+
+// What changes cost, through the binary on PostgreSQL: with
+// limits.fanout_warn at 2, replay logs a fanout_large line for each change
+// that recomputed more than 2 documents; the statistics it keeps hold the
+// same largest change per type that status and advise show, and their
+// changes per type add up to the entities the log made (one change each:
+// the log is one batch).
+TEST(FanOutCli, ReplayWarnsAndKeepsWhatStatusAndAdviseShow) {
+  Config config;
+  std::string config_file = testing::ArticleConfigFile(&config);
+  config_file = testing::WriteTempFile(
+      "config.yaml", testing::ReadFile(config_file) + "limits: {fanout_warn: 2}\n");
+  std::string output;
+  ASSERT_EQ(0, RunDenormd({"replay", "-c", config_file, SourcePath("tests/data/article/events.jsonl")},
+                          &output))
+      << output;
+  // The largest warned change of each type, from the log lines.
+  std::map<std::string, uint64_t> warned;
+  const std::regex line(R"(event=fanout_large type=(\w+) id=\S+ changed=\S+ documents=(\d+) fanout_warn=2)");
+  for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) {
+    uint64_t& most = warned[(*it)[1]];
+    most = std::max<uint64_t>(most, std::stoull((*it)[2]));
+  }
+  ASSERT_FALSE(warned.empty()) << output;
+  for (const auto& entry : warned) EXPECT_GT(entry.second, 2u);
+  const std::string s = config.store.schema;
+  for (const auto& entry : warned) {
+    EXPECT_EQ(std::vector<std::string>({std::to_string(entry.second)}),
+              Sql("select max(max_documents) from " + s + ".fanout_stats where type = '" +
+                  entry.first + "'"))
+        << entry.first;
+  }
+  // One change per live entity the batch made (types with changes counted).
+  EXPECT_EQ(Sql("select count(*) from " + s + ".entities where not deleted and type in"
+                " (select type from " + s + ".fanout_stats)"),
+            Sql("select sum(changes) from " + s + ".fanout_stats where field = '(created)'"));
+  ASSERT_EQ(0, RunDenormd({"status", "-c", config_file}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("largest fan-out this hour and the last")) << output;
+  const auto book = warned.find("book");
+  ASSERT_NE(warned.end(), book);
+  EXPECT_NE(std::string::npos, output.find("  book.(created): " + std::to_string(book->second) +
+                                           " documents at most"))
+      << output;
+  ASSERT_EQ(0, RunDenormd({"advise", "-q", "-c", config_file}, &output)) << output;
+  EXPECT_NE(std::string::npos, output.find("book.(created): ")) << output;
+  EXPECT_NE(std::string::npos, output.find("at most " + std::to_string(book->second) + " (book "))
+      << output;
 }
 
 TEST(ReplayCli, KillNineMidReplayThenRerunEndsExact) {

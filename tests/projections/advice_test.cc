@@ -241,3 +241,33 @@ TEST(Advice, ASampleReadsPartOfTheStoreAndEstimatesTheHotKey) {
 
 }  // namespace
 }  // namespace denormd
+
+namespace denormd {
+namespace {
+
+// What one change costs (BatchStats::fanouts), counted for each change of a
+// batch alone: a rename of a0 recomputes its author document and every book
+// naming it; a rename of a1 in the same batch, its own and its books.
+TEST(EventFanOut, EachChangeCountsItsOwnDocumentsAndThoseThatCopyIt) {
+  const Data data = Generate();
+  InMemory m(kModel);
+  m.Apply(data.events);
+  const BatchStats stats = m.Apply({
+      R"({"type":"author","id":"a0","op":"patch","data":{"name":"Renamed"}})",
+      R"({"type":"author","id":"a1","op":"patch","data":{"name":"Renamed too"}})",
+      R"({"type":"comment","id":"c5","op":"patch","data":{"text":"edited"}})",
+      R"({"type":"book","id":"new","op":"upsert","data":{"authorIds":["a3","a4"]}})"});
+  std::map<std::string, EventFanOut> by_id;
+  for (const EventFanOut& f : stats.fanouts) by_id[f.id] = f;
+  ASSERT_EQ(4u, by_id.size());
+  EXPECT_EQ("name", by_id["a0"].fields);
+  EXPECT_EQ(1 + data.books_of_author.at("a0"), by_id["a0"].documents);
+  EXPECT_EQ(1 + data.books_of_author.at("a1"), by_id["a1"].documents);
+  EXPECT_EQ("text", by_id["c5"].fields);
+  EXPECT_EQ(1u, by_id["c5"].documents);  // its post
+  EXPECT_EQ("(created)", by_id["new"].fields);
+  EXPECT_EQ(3u, by_id["new"].documents);  // its own, and a3's and a4's authors documents
+}
+
+}  // namespace
+}  // namespace denormd
