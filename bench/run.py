@@ -548,6 +548,11 @@ def denormd_replay(env, schema, config, path, what):
          "transactions": int(m.group(2).replace(",", "")),
          "denormd_documents_written": int(m.group(4).replace(",", "")),
          "rss_kib": rss, "summary": stdout.strip()}
+    # denormd's own peak (VmHWM): wait4's ru_maxrss is kept across exec, so it
+    # starts at this harness's size.
+    own = re.search(r"peak RSS (\d+) MiB", stdout)
+    if own:
+        r["rss_kib"] = int(own.group(1)) * 1024
     q = REPLAY_REQUESTS.search(stdout)
     r["requests"] = store_requests(events, r["transactions"],
                                    *(int(v.replace(",", "")) for v in q.groups())) if q else None

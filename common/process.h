@@ -6,7 +6,7 @@
 
 namespace denormd {
 
-// The process's peak resident set size so far, in KiB (getrusage ru_maxrss).
+// The process's peak resident set size so far, in KiB (/proc/self/status VmHWM).
 int64_t PeakRssKib();
 
 }  // namespace denormd
