@@ -58,7 +58,8 @@ const KeyList kFeedKeys = {"brokers",      "topic",          "collections",     
 const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes", "stuck_after_s"};
 const KeyList kRetentionKeys = {"tombstone_hours", "dead_letter_days", "max_dead_letters",
                                 "interval_s"};
-const KeyList kLimitsKeys = {"max_members", "fanout_warn", "max_document_bytes"};
+const KeyList kLimitsKeys = {"max_members", "fanout_warn", "max_document_bytes",
+                              "max_bucket_pages"};
 const KeyList kLogKeys = {"level", "format"};
 const KeyList kProjectionKeys = {"from", "buckets", "collection", "include",
                                  "exclude", "fields", "partition_key", "by",
@@ -1013,6 +1014,10 @@ void ConfigParser::ReadLimits(const Item& item, Config* config) {
     ReadBoundedUint(keys.at("max_document_bytes"), 1, kMaxMessageBytes, "1 GB",
                     &out.max_document_bytes);
   }
+  if (keys.count("max_bucket_pages")) {
+    ReadBoundedUint(keys.at("max_bucket_pages"), 1, kMaxRows, "PostgreSQL's bigint",
+                    &out.max_bucket_pages);
+  }
 }
 
 void ConfigParser::ReadLog(const Item& item, Config* config) {
@@ -1657,6 +1662,8 @@ std::vector<std::string> ConfigChanges(const Config& before, const Config& after
   compare("limits.fanout_warn", before.limits.fanout_warn, after.limits.fanout_warn);
   compare("limits.max_document_bytes", before.limits.max_document_bytes,
           after.limits.max_document_bytes);
+  compare("limits.max_bucket_pages", before.limits.max_bucket_pages,
+          after.limits.max_bucket_pages);
   if (before.feed.has_value() != after.feed.has_value()) {
     changed.push_back("feed");
   } else if (before.feed) {

@@ -273,6 +273,9 @@ struct LimitsConfig {
   uint64_t fanout_warn = 1000;
   // A document larger than this (or than the feed's max_message_bytes).
   uint64_t max_document_bytes = 1048576;
+  // Buckets: a typical group (p50) spread over more bucket documents than
+  // this.
+  uint64_t max_bucket_pages = 50;
 };
 
 // How every command logs (common/log.h). The command line (-v, -q,

@@ -230,7 +230,8 @@ std::string FormatAdvice(const ModelAdvice& advice, const std::string& schema) {
   }
   out << "\nrecommendations (thresholds: limits.max_members " << advice.thresholds.max_members
       << ", limits.fanout_warn " << advice.thresholds.fanout_warn
-      << ", limits.max_document_bytes " << advice.thresholds.max_document_bytes << "):\n";
+      << ", limits.max_document_bytes " << advice.thresholds.max_document_bytes
+      << ", limits.max_bucket_pages " << advice.thresholds.max_bucket_pages << "):\n";
   if (advice.recommendations.empty()) out << "  none: every figure is within its threshold\n";
   for (const Recommendation& r : advice.recommendations) {
     out << "  [" << r.rule << "] " << r.where << ": " << r.finding << "\n    -> " << r.suggestion
@@ -259,6 +260,8 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
   w.Uint64(advice.thresholds.fanout_warn);
   w.Key("max_document_bytes");
   w.Uint64(advice.thresholds.max_document_bytes);
+  w.Key("max_bucket_pages");
+  w.Uint64(advice.thresholds.max_bucket_pages);
   w.EndObject();
   w.Key("fields");
   w.StartArray();

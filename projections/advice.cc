@@ -90,10 +90,10 @@ void Recommend(const ProjectionPlan& plan, const AdviceThresholds& limits, Model
           "add `limit: " +
           std::to_string(std::max<uint64_t>(1, std::min(members.p99, limits.max_members))) +
           "` to " + where + " (the first members in its order; the p99 document keeps all)";
-      if (f.kind == "embed") {
-        suggestion += ", or page the members in buckets: projections: {" + f.field + "_pages: {buckets: " +
-                      f.member_type + ", by: <the field naming the " + f.document_type +
-                      ">, size: 100}}";
+      if (f.kind == "embed" && !f.path.empty()) {
+        suggestion += "; or all of them in pages, a projection beside it: " + f.projection + "_" +
+                      f.field + ": {buckets: " + f.member_type + ", by: " + f.path +
+                      ", size: 100}";
       }
       advice->recommendations.push_back(
           {"unbounded-members", where,
@@ -112,9 +112,26 @@ void Recommend(const ProjectionPlan& plan, const AdviceThresholds& limits, Model
                " " + projection.name + " documents (p50 " + Count(documents.p50) + ", p99 " +
                Count(documents.p99) + " per " + f.member_type + "; threshold fanout_warn " +
                Count(limits.fanout_warn) + ")",
-           "copy only fields that rarely change into " + where +
-               " (select fewer), or keep only the ids: " + f.member_type + "Ids: {ids: " +
-               f.member_type + ", ...} and read the " + f.member_type + " documents beside"});
+           "copy only what rarely changes: `select: [id]` in " + where +
+               " keeps the ids (a change of a " + f.member_type +
+               " then rewrites none of them) and readers take the rest from the " +
+               f.member_type + " documents; or select fewer fields"});
+    }
+    // Buckets: a typical group spread over many bucket documents, which a
+    // reader of the whole group pages through.
+    const uint64_t max_pages = limits.max_bucket_pages;
+    if (f.kind == "buckets" && f.limit && *f.limit > 0 &&
+        (members.p50 + *f.limit - 1) / *f.limit > max_pages) {
+      const uint64_t size = (members.p50 + max_pages - 1) / max_pages;
+      advice->recommendations.push_back(
+          {"bucket-size", where,
+           "a " + f.document_type + " has " + Count(members.p50) + " " + f.member_type +
+               " members at p50 (p99 " + Count(members.p99) + "), " +
+               Count((members.p50 + *f.limit - 1) / *f.limit) + " bucket documents of " +
+               Count(*f.limit) + " to read it whole (threshold max_bucket_pages " + Count(max_pages) + ")",
+           "if readers read groups whole, set `size: " + std::to_string(size) + "` in " + where +
+               " (" + Count(max_pages) + " documents at p50); keep the size if they read a page "
+               "at a time"});
     }
   }
   // A copied field that changes often: its observed changes rewrote more
@@ -277,6 +294,7 @@ Status AdviseModel(const ProjectionPlan& plan, Store* store, const AdviceOptions
       f.member_type = f.member_type.substr(0, f.member_type.find(' '));
     } else {
       f.relation = use.relation->entity_type() + "." + use.relation->path().text;
+      f.path = use.relation->path().text;
       if (projection.kind != ProjectionConfig::Kind::kBuckets) {
         f.member_type = document_is_left ? f.derivation.substr(f.kind.size() + 1)
                                          : use.relation->entity_type();

@@ -53,6 +53,7 @@ struct FieldFanOut {
   std::string document_type;     // the documents' entity type (`from`, or the group's)
   std::string member_type;       // the entities the field reads
   std::string relation;          // "comment.postId", "book_author: author_id -> book_id"
+  std::string path;              // the `via` or `by` path ("postId"); "" through a link
   std::optional<uint64_t> limit; // the field's limit; the bucket size for buckets
   // Members per document (children per parent, ids a lookup names, linked
   // entities), over the documents with at least one.
@@ -102,6 +103,8 @@ struct AdviceThresholds {
   // A document larger than this many bytes (or than the feed's
   // max_message_bytes, when smaller).
   uint64_t max_document_bytes = 1 << 20;
+  // Buckets whose group at p50 spreads over more documents than this.
+  uint64_t max_bucket_pages = 50;
 };
 
 struct AdviceOptions {

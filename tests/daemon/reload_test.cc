@@ -29,15 +29,18 @@ Config Parse(const std::string& yaml) {
   return config.value_or(Config{});
 }
 
-TEST(Reload, AcceptsBatchRetentionAndLogChanges) {
+TEST(Reload, AcceptsBatchRetentionLimitsAndLogChanges) {
   const ReloadDecision decision = DecideReload(
       Parse(kConfig), Parse(std::string(kConfig) + "batch: {max_events: 7}\n"
                                                    "retention: {interval_s: 60}\n"
+                                                   "limits: {fanout_warn: 50}\n"
                                                    "log: {level: debug}\n"));
   EXPECT_TRUE(decision.accepted());
-  EXPECT_EQ((std::vector<std::string>{"batch.max_events", "retention.interval_s", "log.level"}),
+  EXPECT_EQ((std::vector<std::string>{"batch.max_events", "retention.interval_s",
+                                      "limits.fanout_warn", "log.level"}),
             decision.live);
-  EXPECT_EQ("batch.max_events,retention.interval_s,log.level", JoinSettings(decision.live));
+  EXPECT_EQ("batch.max_events,retention.interval_s,limits.fanout_warn,log.level",
+            JoinSettings(decision.live));
 }
 
 TEST(Reload, RefusesEverythingElseAllOrNothing) {

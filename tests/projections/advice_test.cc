@@ -142,6 +142,7 @@ ModelAdvice Advise(InMemory& m, double sample = 1.0) {
   options.thresholds.max_document_bytes = m.config().limits.max_document_bytes;
   options.thresholds.fanout_warn = m.config().limits.fanout_warn;
   options.thresholds.max_members = m.config().limits.max_members;
+  options.thresholds.max_bucket_pages = m.config().limits.max_bucket_pages;
   ModelAdvice advice;
   Status status = AdviseModel(m.plan(), &m.store(), options, &advice);
   EXPECT_TRUE(status.ok()) << status.message();
@@ -222,6 +223,33 @@ TEST(Advice, RecommendsALimitABoundedCopyAndASmallerDocumentWithTheirFigures) {
     ADD_FAILURE() << "left: [" << r.rule << "] " << r.where << ": " << r.finding;
   }
   EXPECT_EQ(std::stoull(limit), *Field(after, "authors", "books").limit);
+}
+
+// Buckets of 10 comments with at most one page per typical group: the p50
+// post (counted here) needs more, and the size suggested holds it in one.
+TEST(Advice, RecommendsABucketSizeThatHoldsTheTypicalGroupInMaxPages) {
+  const Data data = Generate();
+  const std::string model = R"(
+store: {schema: advice_buckets}
+entities: [author, book, post, comment, book_author]
+limits: {max_bucket_pages: 1}
+projections:
+  pages: {buckets: comment, by: postId, size: 10, field: comments})";
+  InMemory m(model);
+  m.Apply(data.events);
+  const uint64_t p50 = Percentile(data.comments_of_post, 0.5);
+  ASSERT_GT(p50, 10u);
+  const ModelAdvice advice = Advise(m);
+  ASSERT_EQ(1u, advice.recommendations.size());
+  const Recommendation& r = advice.recommendations.front();
+  EXPECT_EQ("bucket-size", r.rule);
+  EXPECT_EQ("projections.pages", r.where);
+  EXPECT_NE(std::string::npos, r.suggestion.find("`size: " + std::to_string(p50) + "`")) << r.suggestion;
+  std::string fixed = model;
+  fixed.replace(fixed.find("size: 10"), 8, "size: " + std::to_string(p50));
+  InMemory good(fixed);
+  good.Apply(data.events);
+  EXPECT_TRUE(Advise(good).recommendations.empty());
 }
 
 TEST(Advice, ASampleReadsPartOfTheStoreAndEstimatesTheHotKey) {
