@@ -11,6 +11,7 @@
 #   status       exit 0 and say so if running, exit 3 if not
 #   url          print postgresql://postgres@127.0.0.1:PORT/DB
 #   psql [ARGS]  run psql against the database with the remaining arguments
+#   promote      a standby (DENORMD_PG_STANDBY_OF): end recovery, become a primary
 #
 # Environment:
 #   DENORMD_STATE_DIR  state root (default: <repo>/.local)
@@ -19,6 +20,9 @@
 #   DENORMD_PG_FSYNC   on|off (default on; see below)
 #   DENORMD_PG_WAL_LEVEL  replica|logical (default: the server's, replica); logical for a
 #                      database that Debezium reads (logical decoding), applied at start
+#   DENORMD_PG_STANDBY_OF  a port on 127.0.0.1: on first start the cluster is not
+#                      initdb'd but copied from that primary (pg_basebackup -R) and runs as
+#                      its streaming standby (hot_standby, read-only) until `promote`
 #   DENORMD_PG_BINDIR  PostgreSQL binaries (default: newest /usr/lib/postgresql/*/bin,
 #                      or the cluster's own major once it exists)
 #
@@ -170,6 +174,35 @@ init_cluster() {
   mv "$tmp" "$PGDATA_DIR"   # only a complete cluster ever appears under the final name
 }
 
+# A standby's data directory: a base backup of the primary on 127.0.0.1:PORT, with
+# standby.signal and its primary_conninfo (-R), streaming from its own slot.
+copy_primary() {
+  local bin="$1" primary="$2" tmp="$PGDATA_DIR.init.tmp"
+  [[ "$primary" =~ ^[0-9]+$ ]] || die "DENORMD_PG_STANDBY_OF must be a port, got '$primary'"
+  log "pg_basebackup from the primary on 127.0.0.1:$primary into $PGDATA_DIR (a standby)"
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  if [[ $EUID -eq 0 ]]; then chown "$PG_USER:" "$tmp"; fi
+  chmod 700 "$tmp"
+  local slot="standby_$PORT"
+  # -c fast: an immediate checkpoint (a spread one waits up to minutes on an idle primary).
+  if ! as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$primary" -U postgres -D "$tmp" -R -X stream -c fast \
+      -C -S "$slot" >"$STATE_DIR/postgres-basebackup.log" 2>&1; then
+    cat "$STATE_DIR/postgres-basebackup.log" >&2
+    rm -rf "$tmp"
+    die "pg_basebackup from 127.0.0.1:$primary failed"
+  fi
+  mv "$tmp" "$PGDATA_DIR"
+}
+
+cmd_promote() {
+  is_running || die "not running"
+  [[ -f "$PGDATA_DIR/standby.signal" ]] || { log "not a standby: nothing to promote"; return 0; }
+  log "promoting the standby on 127.0.0.1:$PORT"
+  as_pg "$(bindir)/pg_ctl" -D "$PGDATA_DIR" -w -t 60 promote >/dev/null
+  log "promoted: 127.0.0.1:$PORT is a primary"
+}
+
 cmd_start() {
   if is_running; then
     log "already running on 127.0.0.1:$PORT (data $PGDATA_DIR)"
@@ -192,7 +225,11 @@ cmd_start() {
       die "$PGDATA_DIR exists but holds no cluster; remove it and retry"
     fi
     rmdir "$PGDATA_DIR" 2>/dev/null || true
-    init_cluster "$bin"
+    if [[ -n "${DENORMD_PG_STANDBY_OF:-}" ]]; then
+      copy_primary "$bin" "$DENORMD_PG_STANDBY_OF"
+    else
+      init_cluster "$bin"
+    fi
   fi
   if port_open "$PORT"; then
     die "port $PORT on 127.0.0.1 is in use by another process; set DENORMD_PG_PORT"
@@ -254,6 +291,7 @@ case "${1:-}" in
   stop) cmd_stop ;;
   status) cmd_status ;;
   url) echo "$URL" ;;
+  promote) cmd_promote ;;
   psql) shift; p="$(psql_bin)"; exec "$p" "$URL" "$@" ;;
   -h|--help|help) usage ;;
   *) usage; exit 2 ;;
