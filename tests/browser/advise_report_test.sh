@@ -20,10 +20,11 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 BAR_COLOUR=2f6db5  # .bar's fill in daemon/advise_report.cc
 
 if ! command -v chromium >/dev/null 2>&1; then
-  [[ $EUID -eq 0 ]] || fail "chromium is not installed and this is not root: apt-get install chromium"
   echo "installing Debian's chromium (once)" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null ||
-    fail "apt-get install chromium"
+  # install-deps.sh: apt-get update first, sudo when not root, a clear error.
+  DENORMD_APT_EXTRA=chromium bash "$REPO_DIR/scripts/install-deps.sh" >&2 ||
+    fail "installing chromium (scripts/install-deps.sh with DENORMD_APT_EXTRA=chromium)"
+  command -v chromium >/dev/null 2>&1 || fail "chromium is still not on PATH"
 fi
 
 schema=advise_browser
