@@ -145,16 +145,23 @@ Status LinkedDerivation::Read(StoreTransaction& txn, const std::vector<const Ent
   if (!ShowsData()) {
     // A row of the relation is a live entity: its key is all Show needs.
     for (const std::string& id : shown) reads->live[id].key = {target_type_, id};
-  } else if (!shown.empty()) {
-    std::vector<EntityKey> keys;
-    for (const std::string& id : shown) keys.push_back({target_type_, id});
-    std::vector<EntityRecord> records;
-    DENORMD_RETURN_IF_ERROR(txn.source().LoadEntities(keys, &records));
-    for (EntityRecord& record : records) {
-      if (record.live()) reads->live[record.key.id] = std::move(record);
-    }
+  } else {
+    DENORMD_RETURN_IF_ERROR(LoadLive(txn, shown, &reads->live));
   }
   *out = std::move(reads);
+  return Status::Ok();
+}
+
+Status LinkedDerivation::LoadLive(StoreTransaction& txn, const std::set<std::string>& ids,
+                                  std::map<std::string, EntityRecord>* live) const {
+  if (ids.empty()) return Status::Ok();
+  std::vector<EntityKey> keys;
+  for (const std::string& id : ids) keys.push_back({target_type_, id});
+  std::vector<EntityRecord> records;
+  DENORMD_RETURN_IF_ERROR(txn.source().LoadEntities(keys, &records));
+  for (EntityRecord& record : records) {
+    if (record.live()) (*live)[record.key.id] = std::move(record);
+  }
   return Status::Ok();
 }
 
@@ -171,13 +178,7 @@ Status LinkedDerivation::ReadLinkRows(StoreTransaction& txn,
     targets.insert(pair.to);
     reads->linked[pair.from].push_back(std::move(pair.to));
   }
-  std::vector<EntityKey> keys;
-  for (const std::string& target : targets) keys.push_back({target_type_, target});
-  std::vector<EntityRecord> records;
-  DENORMD_RETURN_IF_ERROR(txn.source().LoadEntities(keys, &records));
-  for (EntityRecord& record : records) {
-    if (record.live()) reads->live[record.key.id] = std::move(record);
-  }
+  DENORMD_RETURN_IF_ERROR(LoadLive(txn, targets, &reads->live));
   *out = std::move(reads);
   return Status::Ok();
 }

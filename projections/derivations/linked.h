@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,10 @@ class LinkedDerivation : public Derivation {
   size_t projection() const { return projection_; }
 
  private:
+  // The live entities of `target_type` among `ids`, into *live.
+  Status LoadLive(StoreTransaction& txn, const std::set<std::string>& ids,
+                  std::map<std::string, EntityRecord>* live) const;
+
   const ThroughSpec& through_;
   const std::string target_type_;
   const size_t projection_;
