@@ -6,20 +6,13 @@
 #include <tuple>
 
 #include <pqxx/pqxx>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include "connectors/postgres_sql.h"
+#include "projections/json_writer.h"
 
 namespace denormd {
 
 namespace {
-
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
-
-void WriteString(JsonWriter& w, const std::string& s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
 
 std::string Text(const rapidjson::StringBuffer& buffer) {
   return std::string(buffer.GetString(), buffer.GetSize());
@@ -28,7 +21,7 @@ std::string Text(const rapidjson::StringBuffer& buffer) {
 // The members "source", "partition" and "position" of a JSON row.
 void WritePositionMembers(JsonWriter& w, const SourcePosition& at) {
   w.Key("source");
-  WriteString(w, at.source);
+  WriteJsonString(w, at.source);
   w.Key("partition");
   w.Int(at.partition);
   w.Key("position");
@@ -300,9 +293,9 @@ class PostgresTransaction : public StoreTransaction,
     for (const EntityChange& change : changes) {
       w.StartObject();
       w.Key("type");
-      WriteString(w, change.key.type);
+      WriteJsonString(w, change.key.type);
       w.Key("id");
-      WriteString(w, change.key.id);
+      WriteJsonString(w, change.key.id);
       for (const auto& side : {std::make_pair("before", change.before),
                                std::make_pair("after", change.after)}) {
         w.Key(side.first);
@@ -538,10 +531,10 @@ class PostgresTransaction : public StoreTransaction,
     for (const DocumentRow& row : rows) {
       w.StartObject();
       w.Key("id");
-      WriteString(w, row.id);
+      WriteJsonString(w, row.id);
       w.Key("pk");
       if (row.pk) {
-        WriteString(w, *row.pk);
+        WriteJsonString(w, *row.pk);
       } else {
         w.Null();
       }
@@ -867,9 +860,9 @@ class PostgresTransaction : public StoreTransaction,
     for (const FanOutStat& stat : stats) {
       w.StartObject();
       w.Key("type");
-      WriteString(w, stat.type);
+      WriteJsonString(w, stat.type);
       w.Key("field");
-      WriteString(w, stat.field);
+      WriteJsonString(w, stat.field);
       w.Key("changes");
       w.Uint64(stat.changes);
       w.Key("documents");
@@ -877,7 +870,7 @@ class PostgresTransaction : public StoreTransaction,
       w.Key("max_documents");
       w.Uint64(stat.max_documents);
       w.Key("max_id");
-      WriteString(w, stat.max_id);
+      WriteJsonString(w, stat.max_id);
       w.EndObject();
     }
     w.EndArray();
@@ -927,9 +920,9 @@ class PostgresTransaction : public StoreTransaction,
       w.StartObject();
       WritePositionMembers(w, letter.at);
       w.Key("raw");
-      WriteString(w, HexEncode(letter.raw));
+      WriteJsonString(w, HexEncode(letter.raw));
       w.Key("reason");
-      WriteString(w, letter.reason);
+      WriteJsonString(w, letter.reason);
       w.EndObject();
     }
     w.EndArray();
@@ -997,13 +990,13 @@ class PostgresTransaction : public StoreTransaction,
     w.Uint64(meta.members);
     if (meta.member_keys) {
       w.Key("member_keys");
-      WriteString(w, HexEncode(*meta.member_keys));
+      WriteJsonString(w, HexEncode(*meta.member_keys));
     }
     if (!meta.lo) return;
     w.Key("lo_sort");
-    WriteString(w, HexEncode(meta.lo->sort));
+    WriteJsonString(w, HexEncode(meta.lo->sort));
     w.Key("lo_id");
-    WriteString(w, meta.lo->id);
+    WriteJsonString(w, meta.lo->id);
   }
 
   // Locks the rows of `ids` (sorted) that exist, in key order; *locked gets
@@ -1057,20 +1050,20 @@ class PostgresTransaction : public StoreTransaction,
 
   static void WriteIndexRow(JsonWriter& w, const EntityKey& key, const ReferenceRow& row) {
     w.StartArray();
-    WriteString(w, key.type);
-    WriteString(w, row.relation->name());
-    WriteString(w, row.target);
-    WriteString(w, HexEncode(row.sort));
-    WriteString(w, key.id);
+    WriteJsonString(w, key.type);
+    WriteJsonString(w, row.relation->name());
+    WriteJsonString(w, row.target);
+    WriteJsonString(w, HexEncode(row.sort));
+    WriteJsonString(w, key.id);
     w.EndArray();
   }
 
   static void WriteEntityRow(JsonWriter& e, const EntityRecord& record) {
     e.StartObject();
     e.Key("type");
-    WriteString(e, record.key.type);
+    WriteJsonString(e, record.key.type);
     e.Key("id");
-    WriteString(e, record.key.id);
+    WriteJsonString(e, record.key.id);
     e.Key("version");
     if (record.version) {
       e.Uint64(*record.version);

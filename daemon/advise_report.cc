@@ -5,20 +5,12 @@
 #include <cstdio>
 #include <sstream>
 
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
-
 #include "common/text.h"
+#include "projections/json_writer.h"
 
 namespace denormd {
 
 namespace {
-
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
-
-void WriteString(JsonWriter& w, const std::string& s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
 
 // "p50 3, p99 40, max 27,118 (a0 27,118, a1 9,002)"
 std::string Figures(const Distribution& d) {
@@ -52,12 +44,24 @@ void WriteDistribution(JsonWriter& w, const char* key, const Distribution& d) {
   w.StartArray();
   for (const auto& entry : d.top) {
     w.StartArray();
-    WriteString(w, entry.first);
+    WriteJsonString(w, entry.first);
     w.Uint64(entry.second);
     w.EndArray();
   }
   w.EndArray();
   w.EndObject();
+}
+
+// What a field's two distributions count, as both reports caption them:
+// "book per author document", "books documents per author".
+std::string FieldName(const FieldFanOut& f) {
+  return f.projection + (f.field.empty() ? "" : "." + f.field);
+}
+std::string MembersCaption(const FieldFanOut& f) {
+  return f.member_type + " per " + f.document_type + (f.kind == "buckets" ? "" : " document");
+}
+std::string DocumentsCaption(const FieldFanOut& f) {
+  return f.projection + " documents per " + f.member_type;
 }
 
 std::string HtmlEscaped(const std::string& text) {
@@ -156,14 +160,10 @@ std::string AdviceHtml(const ModelAdvice& advice, const std::string& schema) {
   }
   out << "<h2>Fan-out, per field that reads other entities</h2>\n";
   for (const FieldFanOut& f : advice.fields) {
-    out << "<section><h3>" << HtmlEscaped(f.projection + (f.field.empty() ? "" : "." + f.field))
-        << " <small>" << HtmlEscaped(f.derivation) << "</small></h3>\n";
-    HtmlFigure(out, f.member_type + " per " + f.document_type +
-                        (f.kind == "buckets" ? "" : " document"),
-               f.members_per_document);
-    if (f.kind != "buckets") {
-      HtmlFigure(out, f.projection + " documents per " + f.member_type, f.documents_per_member);
-    }
+    out << "<section><h3>" << HtmlEscaped(FieldName(f)) << " <small>"
+        << HtmlEscaped(f.derivation) << "</small></h3>\n";
+    HtmlFigure(out, MembersCaption(f), f.members_per_document);
+    if (f.kind != "buckets") HtmlFigure(out, DocumentsCaption(f), f.documents_per_member);
     out << "</section>\n";
   }
   out << "<h2>Document sizes (bytes of the stored JSON)</h2>\n";
@@ -192,10 +192,8 @@ std::string FormatAdvice(const ModelAdvice& advice, const std::string& schema) {
   out << "\n\nfan-out, per field that reads other entities:\n";
   if (advice.fields.empty()) out << "  (none: no field reads other entities)\n";
   for (const FieldFanOut& f : advice.fields) {
-    out << "  " << f.projection << (f.field.empty() ? "" : "." + f.field) << "  (" << f.derivation
-        << ")\n";
-    out << "    " << f.member_type << " per " << f.document_type
-        << (f.kind == "buckets" ? "" : " document") << ": " << Figures(f.members_per_document);
+    out << "  " << FieldName(f) << "  (" << f.derivation << ")\n";
+    out << "    " << MembersCaption(f) << ": " << Figures(f.members_per_document);
     if (f.limit && f.kind == "buckets") {
       const uint64_t size = std::max<uint64_t>(*f.limit, 1);
       out << "; bucket size " << *f.limit << ": up to "
@@ -206,8 +204,7 @@ std::string FormatAdvice(const ModelAdvice& advice, const std::string& schema) {
     }
     out << "\n";
     if (f.kind != "buckets") {
-      out << "    " << f.projection << " documents per " << f.member_type
-          << " (what one change of it rewrites" << (f.kind == "lookup" ? "" : " at most")
+      out << "    " << DocumentsCaption(f) << " (what one change of it rewrites" << (f.kind == "lookup" ? "" : " at most")
           << "): " << Figures(f.documents_per_member) << "\n";
     }
   }
@@ -219,12 +216,13 @@ std::string FormatAdvice(const ModelAdvice& advice, const std::string& schema) {
   }
   out << "\nobserved changes (the statistics run and replay keep, the last 24 hours):\n";
   if (advice.observed.empty()) out << "  (none recorded)\n";
-  for (const ObservedChanges& o : advice.observed) {
-    const double per_second = static_cast<double>(o.documents) / static_cast<double>(o.seconds);
+  for (const FanOutStat& o : advice.observed) {
+    const double per_second =
+        static_cast<double>(o.documents) / static_cast<double>(advice.observed_seconds);
     char rate[32];
     std::snprintf(rate, sizeof rate, "%.3g", per_second);
     out << "  " << o.type << "." << o.field << ": " << CountOf(o.changes, "change") << " in "
-        << o.seconds / 3600 << " h, " << FormatCount(o.changes ? o.documents / o.changes : 0)
+        << advice.observed_seconds / 3600 << " h, " << FormatCount(o.changes ? o.documents / o.changes : 0)
         << " documents per change on average, at most " << FormatCount(o.max_documents) << " ("
         << o.type << " " << o.max_id << "): " << rate << " documents/s\n";
   }
@@ -245,7 +243,7 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
   JsonWriter w(buffer);
   w.StartObject();
   w.Key("schema");
-  WriteString(w, schema);
+  WriteJsonString(w, schema);
   w.Key("sample");
   w.Double(advice.sample);
   w.Key("entities_read");
@@ -268,19 +266,19 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
   for (const FieldFanOut& f : advice.fields) {
     w.StartObject();
     w.Key("projection");
-    WriteString(w, f.projection);
+    WriteJsonString(w, f.projection);
     w.Key("field");
-    WriteString(w, f.field);
+    WriteJsonString(w, f.field);
     w.Key("kind");
-    WriteString(w, f.kind);
+    WriteJsonString(w, f.kind);
     w.Key("derivation");
-    WriteString(w, f.derivation);
+    WriteJsonString(w, f.derivation);
     w.Key("document_type");
-    WriteString(w, f.document_type);
+    WriteJsonString(w, f.document_type);
     w.Key("member_type");
-    WriteString(w, f.member_type);
+    WriteJsonString(w, f.member_type);
     w.Key("relation");
-    WriteString(w, f.relation);
+    WriteJsonString(w, f.relation);
     w.Key("limit");
     if (f.limit) {
       w.Uint64(*f.limit);
@@ -297,21 +295,21 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
   for (const CollectionSizes& c : advice.collections) {
     w.StartObject();
     w.Key("collection");
-    WriteString(w, c.collection);
+    WriteJsonString(w, c.collection);
     w.Key("projection");
-    WriteString(w, c.projection);
+    WriteJsonString(w, c.projection);
     WriteDistribution(w, "bytes", c.bytes);
     w.EndObject();
   }
   w.EndArray();
   w.Key("observed");
   w.StartArray();
-  for (const ObservedChanges& o : advice.observed) {
+  for (const FanOutStat& o : advice.observed) {
     w.StartObject();
     w.Key("type");
-    WriteString(w, o.type);
+    WriteJsonString(w, o.type);
     w.Key("field");
-    WriteString(w, o.field);
+    WriteJsonString(w, o.field);
     w.Key("changes");
     w.Uint64(o.changes);
     w.Key("documents");
@@ -319,9 +317,9 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
     w.Key("max_documents");
     w.Uint64(o.max_documents);
     w.Key("max_id");
-    WriteString(w, o.max_id);
+    WriteJsonString(w, o.max_id);
     w.Key("seconds");
-    w.Uint64(o.seconds);
+    w.Uint64(advice.observed_seconds);
     w.EndObject();
   }
   w.EndArray();
@@ -330,13 +328,13 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
   for (const Recommendation& r : advice.recommendations) {
     w.StartObject();
     w.Key("rule");
-    WriteString(w, r.rule);
+    WriteJsonString(w, r.rule);
     w.Key("where");
-    WriteString(w, r.where);
+    WriteJsonString(w, r.where);
     w.Key("finding");
-    WriteString(w, r.finding);
+    WriteJsonString(w, r.finding);
     w.Key("suggestion");
-    WriteString(w, r.suggestion);
+    WriteJsonString(w, r.suggestion);
     w.EndObject();
   }
   w.EndArray();

@@ -17,6 +17,7 @@
 #include "connectors/postgres_store.h"
 #include "projections/batch_applier.h"
 #include "projections/derivations/registry.h"
+#include "projections/json_writer.h"
 #include "projections/maintenance.h"
 #include "projections/projection_plan.h"
 
@@ -227,7 +228,7 @@ class Reconfiguration {
   // Step 2.
   Status MarkApplying() {
     rapidjson::StringBuffer buffer;
-    rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+    JsonWriter w(buffer);
     w.StartObject();
     w.Key("fingerprint");
     w.String(report_->to_fingerprint.c_str());
@@ -650,11 +651,7 @@ class Reconfiguration {
   std::vector<std::string> reindex_types_;  // ascending
 };
 
-void WriteJsonString(rapidjson::Writer<rapidjson::StringBuffer>& w, const std::string& s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
-
-void WriteStrings(rapidjson::Writer<rapidjson::StringBuffer>& w, const char* key,
+void WriteStrings(JsonWriter& w, const char* key,
                   const std::vector<std::string>& items) {
   w.Key(key);
   w.StartArray();
@@ -753,7 +750,7 @@ std::string FormatReport(const ReconfigureReport& r, bool plan, const std::strin
 
 std::string ReportJson(const ReconfigureReport& r, bool plan) {
   rapidjson::StringBuffer buffer;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  JsonWriter w(buffer);
   w.StartObject();
   w.Key("command");
   w.String(plan ? "plan" : "apply");

@@ -22,10 +22,7 @@ int AdviseCommand(const Arguments& args) {
   const Config& config = engine->config;
   AdviceOptions options;
   options.sample = args.sample;
-  options.thresholds.max_members = config.limits.max_members;
-  options.thresholds.fanout_warn = config.limits.fanout_warn;
-  options.thresholds.max_document_bytes = config.limits.max_document_bytes;
-  options.thresholds.max_bucket_pages = config.limits.max_bucket_pages;
+  options.thresholds = config.limits;
   const bool progress = !args.quiet && isatty(STDERR_FILENO);
   if (progress) {
     options.on_page = [](const std::string& what, uint64_t read) {

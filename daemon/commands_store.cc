@@ -14,6 +14,7 @@
 #include "daemon/cli.h"
 #include "daemon/command_line.h"
 #include "daemon/replay.h"
+#include "projections/advice.h"
 #include "projections/maintenance.h"
 
 namespace denormd {
@@ -169,24 +170,10 @@ void PrintLargestFanOuts(Store* store) {
     std::cout << "  (unavailable: " << status.message() << ")\n";
     return;
   }
-  // Per type and field over both hours.
-  std::map<std::pair<std::string, std::string>, FanOutStat> merged;
-  for (const FanOutStat& stat : stats) {
-    FanOutStat& m = merged[{stat.type, stat.field}];
-    if (m.max_id.empty() || stat.max_documents > m.max_documents) {
-      m.max_documents = stat.max_documents;
-      m.max_id = stat.max_id;
-    }
-    m.type = stat.type;
-    m.field = stat.field;
-    m.changes += stat.changes;
-    m.documents += stat.documents;
-  }
-  std::vector<FanOutStat> top;
-  for (auto& entry : merged) top.push_back(std::move(entry.second));
-  std::sort(top.begin(), top.end(), [](const FanOutStat& a, const FanOutStat& b) {
-    return a.max_documents != b.max_documents ? a.max_documents > b.max_documents
-                                              : a.type + a.field < b.type + b.field;
+  // Per type and field over both hours, the largest change first.
+  std::vector<FanOutStat> top = FanOutsByField(stats);
+  std::stable_sort(top.begin(), top.end(), [](const FanOutStat& a, const FanOutStat& b) {
+    return a.max_documents > b.max_documents;
   });
   if (top.empty()) std::cout << "  (no changes recorded)\n";
   for (size_t i = 0; i < top.size() && i < 5; ++i) {

@@ -7,27 +7,18 @@ namespace denormd {
 void FanOutRecorder::Observe(const std::vector<EventFanOut>& fanouts, uint64_t warn_above) {
   for (const EventFanOut& fanout : fanouts) {
     if (fanout.documents > warn_above) {
+      std::string changed;
+      for (const std::string& field : fanout.fields) changed += (changed.empty() ? "" : ",") + field;
       Log(LogLevel::kWarn, "fanout_large",
-          {{"type", fanout.type}, {"id", fanout.id}, {"changed", fanout.fields},
+          {{"type", fanout.type}, {"id", fanout.id}, {"changed", changed},
            {"documents", fanout.documents}, {"fanout_warn", warn_above}});
     }
     // A change of several fields counts for each.
-    size_t start = 0;
-    while (start <= fanout.fields.size()) {
-      size_t comma = fanout.fields.find(',', start);
-      if (comma == std::string::npos) comma = fanout.fields.size();
-      const std::string field = fanout.fields.substr(start, comma - start);
-      start = comma + 1;
-      if (field.empty()) continue;
+    for (const std::string& field : fanout.fields) {
       FanOutStat& stat = pending_[{fanout.type, field}];
       stat.type = fanout.type;
       stat.field = field;
-      stat.changes++;
-      stat.documents += fanout.documents;
-      if (fanout.documents > stat.max_documents || stat.max_id.empty()) {
-        stat.max_documents = fanout.documents;
-        stat.max_id = fanout.id;
-      }
+      stat.Add({fanout.type, field, 1, fanout.documents, fanout.documents, fanout.id});
     }
   }
 }

@@ -73,15 +73,10 @@ std::string FieldPlace(const ProjectionConfig& projection, const std::string& fi
   return "projections." + projection.name + (field.empty() ? "" : ".fields." + field);
 }
 
-// A figure as the reports write it: 27,118.
-std::string Count(uint64_t n) { return FormatCount(n); }
-
-void Recommend(const ProjectionPlan& plan, const AdviceThresholds& limits, ModelAdvice* advice) {
+void Recommend(const ProjectionPlan& plan, const LimitsConfig& limits, ModelAdvice* advice) {
   const Config& config = plan.config();
   for (const FieldFanOut& f : advice->fields) {
-    const ProjectionConfig& projection =
-        *std::find_if(config.projections.begin(), config.projections.end(),
-                      [&](const ProjectionConfig& p) { return p.name == f.projection; });
+    const ProjectionConfig& projection = *config.FindProjection(f.projection);
     const std::string where = FieldPlace(projection, f.field);
     const Distribution& members = f.members_per_document;
     if ((f.kind == "ids" || f.kind == "embed") && !f.limit && members.max > limits.max_members) {
@@ -97,9 +92,9 @@ void Recommend(const ProjectionPlan& plan, const AdviceThresholds& limits, Model
       }
       advice->recommendations.push_back(
           {"unbounded-members", where,
-           f.document_type + " " + largest + " holds " + Count(members.max) + " " + f.member_type +
-               " members in " + f.field + " (p50 " + Count(members.p50) + ", p99 " +
-               Count(members.p99) + "; threshold max_members " + Count(limits.max_members) +
+           f.document_type + " " + largest + " holds " + FormatCount(members.max) + " " + f.member_type +
+               " members in " + f.field + " (p50 " + FormatCount(members.p50) + ", p99 " +
+               FormatCount(members.p99) + "; threshold max_members " + FormatCount(limits.max_members) +
                "): its document grows with them and every change of one rewrites all of it",
            suggestion});
     }
@@ -108,10 +103,10 @@ void Recommend(const ProjectionPlan& plan, const AdviceThresholds& limits, Model
       const std::string hottest = documents.top.empty() ? "" : documents.top.front().first;
       advice->recommendations.push_back(
           {"wide-fanout", where,
-           "a change of " + f.member_type + " " + hottest + " rewrites " + Count(documents.max) +
-               " " + projection.name + " documents (p50 " + Count(documents.p50) + ", p99 " +
-               Count(documents.p99) + " per " + f.member_type + "; threshold fanout_warn " +
-               Count(limits.fanout_warn) + ")",
+           "a change of " + f.member_type + " " + hottest + " rewrites " + FormatCount(documents.max) +
+               " " + projection.name + " documents (p50 " + FormatCount(documents.p50) + ", p99 " +
+               FormatCount(documents.p99) + " per " + f.member_type + "; threshold fanout_warn " +
+               FormatCount(limits.fanout_warn) + ")",
            "copy only what rarely changes: `select: [id]` in " + where +
                " keeps the ids (a change of a " + f.member_type +
                " then rewrites none of them) and readers take the rest from the " +
@@ -125,12 +120,12 @@ void Recommend(const ProjectionPlan& plan, const AdviceThresholds& limits, Model
       const uint64_t size = (members.p50 + max_pages - 1) / max_pages;
       advice->recommendations.push_back(
           {"bucket-size", where,
-           "a " + f.document_type + " has " + Count(members.p50) + " " + f.member_type +
-               " members at p50 (p99 " + Count(members.p99) + "), " +
-               Count((members.p50 + *f.limit - 1) / *f.limit) + " bucket documents of " +
-               Count(*f.limit) + " to read it whole (threshold max_bucket_pages " + Count(max_pages) + ")",
+           "a " + f.document_type + " has " + FormatCount(members.p50) + " " + f.member_type +
+               " members at p50 (p99 " + FormatCount(members.p99) + "), " +
+               FormatCount((members.p50 + *f.limit - 1) / *f.limit) + " bucket documents of " +
+               FormatCount(*f.limit) + " to read it whole (threshold max_bucket_pages " + FormatCount(max_pages) + ")",
            "if readers read groups whole, set `size: " + std::to_string(size) + "` in " + where +
-               " (" + Count(max_pages) + " documents at p50); keep the size if they read a page "
+               " (" + FormatCount(max_pages) + " documents at p50); keep the size if they read a page "
                "at a time"});
     }
   }
@@ -138,36 +133,37 @@ void Recommend(const ProjectionPlan& plan, const AdviceThresholds& limits, Model
   // documents an hour than fanout_warn.
   for (const FieldFanOut& f : advice->fields) {
     if (f.kind != "lookup") continue;
-    for (const ObservedChanges& o : advice->observed) {
+    const uint64_t hours = std::max<uint64_t>(advice->observed_seconds / 3600, 1);
+    for (const FanOutStat& o : advice->observed) {
       if (o.type != f.member_type || o.field.empty() || o.field[0] == '(') continue;
       if (f.derivation.find(o.field) == std::string::npos) continue;  // not shown
-      const uint64_t per_hour = o.documents * 3600 / std::max<uint64_t>(o.seconds, 1);
+      const uint64_t per_hour = o.documents / hours;
       if (per_hour <= limits.fanout_warn) continue;
-      const std::string where = "projections." + f.projection + ".fields." + f.field;
+      const std::string where = FieldPlace(*config.FindProjection(f.projection), f.field);
       advice->recommendations.push_back(
           {"hot-copied-field", where,
-           Count(o.changes) + " changes of " + o.type + "." + o.field + " in the last " +
-               Count(o.seconds / 3600) + " h rewrote " + Count(o.documents) + " documents (" +
-               Count(per_hour) + " an hour; at most " + Count(o.max_documents) + ", for " +
-               o.type + " " + o.max_id + "; threshold fanout_warn " + Count(limits.fanout_warn) +
+           FormatCount(o.changes) + " changes of " + o.type + "." + o.field + " in the last " +
+               FormatCount(hours) + " h rewrote " + FormatCount(o.documents) + " documents (" +
+               FormatCount(per_hour) + " an hour; at most " + FormatCount(o.max_documents) + ", for " +
+               o.type + " " + o.max_id + "; threshold fanout_warn " + FormatCount(limits.fanout_warn) +
                ")",
            "stop copying " + o.field + " into " + where + " (leave it out of select and read it "
            "from the " + o.type + " documents), or accept the writes"});
     }
   }
   uint64_t max_bytes = limits.max_document_bytes;
-  std::string limit_name = "max_document_bytes " + Count(max_bytes);
+  std::string limit_name = "max_document_bytes " + FormatCount(max_bytes);
   if (config.feed && config.feed->max_message_bytes < max_bytes) {
     max_bytes = config.feed->max_message_bytes;
-    limit_name = "the feed's max_message_bytes " + Count(max_bytes);
+    limit_name = "the feed's max_message_bytes " + FormatCount(max_bytes);
   }
   for (const CollectionSizes& c : advice->collections) {
     if (c.bytes.max <= max_bytes / 2) continue;
     const std::string largest = c.bytes.top.empty() ? "" : c.bytes.top.front().first;
     advice->recommendations.push_back(
         {"large-document", "projections." + c.projection,
-         "document " + largest + " of " + c.collection + " is " + Count(c.bytes.max) +
-             " bytes (p50 " + Count(c.bytes.p50) + ", p99 " + Count(c.bytes.p99) +
+         "document " + largest + " of " + c.collection + " is " + FormatCount(c.bytes.max) +
+             " bytes (p50 " + FormatCount(c.bytes.p50) + ", p99 " + FormatCount(c.bytes.p99) +
              "), more than half of " + limit_name,
          "bound what it holds: a `limit` on its ids and embeds, buckets for long member lists, "
          "or fewer copied fields"});
@@ -207,6 +203,25 @@ Distribution Distribute(const std::map<std::string, uint64_t>& counts, size_t to
     d.top.emplace_back(sorted[i].second, sorted[i].first);
   }
   return d;
+}
+
+std::vector<FanOutStat> FanOutsByField(const std::vector<FanOutStat>& hours) {
+  std::map<std::pair<std::string, std::string>, FanOutStat> merged;
+  for (const FanOutStat& hour : hours) {
+    FanOutStat& m = merged[{hour.type, hour.field}];
+    m.type = hour.type;
+    m.field = hour.field;
+    m.Add(hour);
+  }
+  std::vector<FanOutStat> out;
+  for (auto& entry : merged) {
+    entry.second.hour = 0;
+    out.push_back(std::move(entry.second));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const FanOutStat& a, const FanOutStat& b) {
+    return a.documents > b.documents;
+  });
+  return out;
 }
 
 Status AdviseModel(const ProjectionPlan& plan, Store* store, const AdviceOptions& options,
@@ -272,7 +287,7 @@ Status AdviseModel(const ProjectionPlan& plan, Store* store, const AdviceOptions
     if (projection.kind == ProjectionConfig::Kind::kBuckets) {
       f.kind = "buckets";
       f.derivation = "buckets " + projection.buckets + " by " + projection.by.text + " size " +
-                     Count(projection.size);
+                     FormatCount(projection.size);
       f.document_type = projection.by.text + " group";
       f.member_type = projection.buckets;
       f.limit = projection.size;
@@ -341,33 +356,15 @@ Status AdviseModel(const ProjectionPlan& plan, Store* store, const AdviceOptions
         {projection.collection, projection.name, Distribute(sizes, options.top)});
   }
   // What changes cost, as the daemon observed them: the last 24 hours.
-  std::vector<FanOutStat> stats;
-  DENORMD_RETURN_IF_ERROR(txn->ledger().ReadFanOuts(24 * 3600, &stats));
-  std::map<std::pair<std::string, std::string>, ObservedChanges> observed;
+  std::vector<FanOutStat> hours;
+  DENORMD_RETURN_IF_ERROR(txn->ledger().ReadFanOuts(24 * 3600, &hours));
+  advice.observed = FanOutsByField(hours);
   int64_t oldest = 0, newest = 0;
-  for (const FanOutStat& stat : stats) {
-    ObservedChanges& o = observed[{stat.type, stat.field}];
-    o.type = stat.type;
-    o.field = stat.field;
-    o.changes += stat.changes;
-    o.documents += stat.documents;
-    if (o.max_id.empty() || stat.max_documents > o.max_documents) {
-      o.max_documents = stat.max_documents;
-      o.max_id = stat.max_id;
-    }
-    oldest = oldest == 0 ? stat.hour : std::min(oldest, stat.hour);
-    newest = std::max(newest, stat.hour);
+  for (const FanOutStat& hour : hours) {
+    oldest = oldest == 0 ? hour.hour : std::min(oldest, hour.hour);
+    newest = std::max(newest, hour.hour);
   }
-  const uint64_t hours = stats.empty() ? 1 : static_cast<uint64_t>((newest - oldest) / 3600 + 1);
-  for (auto& entry : observed) {
-    entry.second.seconds = hours * 3600;
-    advice.observed.push_back(std::move(entry.second));
-  }
-  std::sort(advice.observed.begin(), advice.observed.end(),
-            [](const ObservedChanges& a, const ObservedChanges& b) {
-              return a.documents != b.documents ? a.documents > b.documents
-                                                : a.type + a.field < b.type + b.field;
-            });
+  advice.observed_seconds = static_cast<uint64_t>((newest - oldest) / 3600 + 1) * 3600;
   Recommend(plan, options.thresholds, &advice);
   *out = std::move(advice);
   return Status::Ok();

@@ -70,18 +70,6 @@ struct CollectionSizes {
   Distribution bytes;  // per document: its JSON text as the store returns it
 };
 
-// How often an entity type's field changed and what that cost, from the
-// statistics `run` and `replay` keep (StreamLedger::ReadFanOuts).
-struct ObservedChanges {
-  std::string type;
-  std::string field;        // or "(created)", "(deleted)"
-  uint64_t changes = 0;
-  uint64_t documents = 0;   // recomputed by those changes
-  uint64_t max_documents = 0;
-  std::string max_id;
-  uint64_t seconds = 0;     // the span observed (whole hours, at least one)
-};
-
 // A recommendation: which rule found what, where, and what to change.
 struct Recommendation {
   std::string rule;        // unbounded-members, wide-fanout, large-document
@@ -90,27 +78,10 @@ struct Recommendation {
   std::string suggestion;  // the config change, as the user would write it
 };
 
-// The thresholds of the recommendations (docs/configuration.md, "Choosing a
-// model", says why each is where it is).
-struct AdviceThresholds {
-  // An `ids` or `embed` without `limit` whose largest document holds more
-  // members than this: a limit, or buckets.
-  uint64_t max_members = 1000;
-  // A copied field (`lookup`) whose member appears in more documents than
-  // this: each change of it rewrites them all; and a copied field whose
-  // observed changes rewrite more documents than this an hour.
-  uint64_t fanout_warn = 1000;
-  // A document larger than this many bytes (or than the feed's
-  // max_message_bytes, when smaller).
-  uint64_t max_document_bytes = 1 << 20;
-  // Buckets whose group at p50 spreads over more documents than this.
-  uint64_t max_bucket_pages = 50;
-};
-
 struct AdviceOptions {
   double sample = 1.0;  // 0 < sample <= 1
   size_t top = 5;       // the largest keys listed per distribution
-  AdviceThresholds thresholds;
+  LimitsConfig thresholds;  // the config's `limits` (docs/configuration.md)
   // Called after each page of entities or documents read: what is being
   // read and how many so far (progress output).
   std::function<void(const std::string& what, uint64_t read)> on_page;
@@ -120,12 +91,21 @@ struct ModelAdvice {
   double sample = 1.0;
   uint64_t entities_read = 0;
   uint64_t documents_read = 0;
-  AdviceThresholds thresholds;
+  LimitsConfig thresholds;
   std::vector<FieldFanOut> fields;
   std::vector<CollectionSizes> collections;
-  std::vector<ObservedChanges> observed;  // the last 24 hours, by type and field
+  // How often each entity type's field changed and what that cost, from the
+  // statistics `run` and `replay` keep (StreamLedger::ReadFanOuts): the last
+  // 24 hours by type and field (FanOutsByField), over `observed_seconds`
+  // (whole hours, at least one).
+  std::vector<FanOutStat> observed;
+  uint64_t observed_seconds = 0;
   std::vector<Recommendation> recommendations;
 };
+
+// Hourly statistics summed per type and field, the most documents first
+// (ties by type and field).
+std::vector<FanOutStat> FanOutsByField(const std::vector<FanOutStat>& hours);
 
 // Measures the plan's model on `store` (one read-only transaction).
 Status AdviseModel(const ProjectionPlan& plan, Store* store, const AdviceOptions& options,

@@ -7,6 +7,7 @@
 #ifndef DENORMD_PROJECTIONS_AFFECTED_H_
 #define DENORMD_PROJECTIONS_AFFECTED_H_
 
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -69,6 +70,39 @@ struct AffectedUnits {
   }
   void AddLinkedTo(const Link& link, size_t projection, const std::string& target) {
     linked_to[&link][projection].insert(target);
+  }
+
+  // Adds what `other` collected (from other changes), as if it had been
+  // collected here after what is here already.
+  void Merge(AffectedUnits&& other) {
+    for (auto& entry : other.units) units[entry.first].merge(entry.second);
+    for (auto& entry : other.group_changes) {
+      GroupChanges& mine = group_changes[entry.first];
+      for (auto& group : entry.second) {
+        std::vector<MemberChange>& list = mine[group.first];
+        list.insert(list.end(), std::make_move_iterator(group.second.begin()),
+                    std::make_move_iterator(group.second.end()));
+      }
+    }
+    for (auto& entry : other.referrers_of) {
+      for (auto& projection : entry.second) {
+        referrers_of[entry.first][projection.first].merge(projection.second);
+      }
+    }
+    for (auto& entry : other.linked_to) {
+      for (auto& projection : entry.second) {
+        linked_to[entry.first][projection.first].merge(projection.second);
+      }
+    }
+    locks.insert(locks.end(), std::make_move_iterator(other.locks.begin()),
+                 std::make_move_iterator(other.locks.end()));
+    for (auto& entry : other.moves) {
+      for (auto& target : entry.second) {
+        ReferrerMoves& mine = moves[entry.first][target.first];
+        mine.joined.merge(target.second.joined);
+        mine.left.merge(target.second.left);
+      }
+    }
   }
 };
 

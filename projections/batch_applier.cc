@@ -25,12 +25,13 @@ bool SameRecord(const EntityState& a, const EntityState& b) {
   return JsonEquals(*a->data, *b->data);
 }
 
-// Whether the data (or liveness) differs: only such changes affect documents.
-// The top-level fields whose values differ, comma-separated; "(created)"
-// or "(deleted)" when the entity became or stopped being live.
-std::string ChangedFields(const EntityState& before, const EntityState& after) {
-  if (!IsLive(before)) return IsLive(after) ? "(created)" : "";
-  if (!IsLive(after)) return "(deleted)";
+// The top-level fields whose values differ, ascending; "(created)" or
+// "(deleted)" when the entity became or stopped being live.
+std::vector<std::string> ChangedFields(const EntityState& before, const EntityState& after) {
+  if (!IsLive(before)) {
+    return IsLive(after) ? std::vector<std::string>{"(created)"} : std::vector<std::string>{};
+  }
+  if (!IsLive(after)) return {"(deleted)"};
   const JsonValue& a = *before->data;
   const JsonValue& b = *after->data;
   std::set<std::string> fields;
@@ -43,10 +44,10 @@ std::string ChangedFields(const EntityState& before, const EntityState& after) {
       if (!a.HasMember(m->name)) fields.insert(m->name.GetString());
     }
   }
-  std::string out;
-  for (const std::string& field : fields) out += (out.empty() ? "" : ",") + field;
-  return out;
+  return std::vector<std::string>(fields.begin(), fields.end());
 }
+
+// Whether the data (or liveness) differs: only such changes affect documents.
 
 bool DataChanged(const EntityState& before, const EntityState& after) {
   if (IsLive(before) != IsLive(after)) return true;
@@ -353,23 +354,46 @@ Status BatchApplier::CollectAffected(StoreTransaction& txn,
                                      const std::vector<EntityChange>& changes,
                                      AffectedUnits* affected,
                                      std::vector<EventFanOut>* fanouts) const {
-  // Each change alone too (`own`), for what it costs: the units it names
-  // itself, and the index targets whose referrers are counted below.
-  std::vector<AffectedUnits> own(fanouts != nullptr ? changes.size() : 0);
+  // With `fanouts`, each change is collected alone first, for what it
+  // costs: the units it names itself, and the index targets (relation or
+  // link, projection, target) whose referrers are counted below.
+  using Target = std::tuple<const void*, size_t, std::string>;
+  struct Own {
+    uint64_t units = 0;
+    std::vector<Target> targets;
+  };
+  std::vector<Own> own(fanouts != nullptr ? changes.size() : 0);
   for (size_t i = 0; i < changes.size(); ++i) {
     const EntityChange& change = changes[i];
     const EntityTypePlan& type_plan = plan_.ForType(change.key.type);
+    AffectedUnits alone;
+    AffectedUnits* into = fanouts != nullptr ? &alone : affected;
     for (const Projection* projection : type_plan.projections) {
-      projection->CollectAffected(change, affected);
-      if (fanouts != nullptr) projection->CollectAffected(change, &own[i]);
+      projection->CollectAffected(change, into);
     }
     for (const Derivation* derivation : type_plan.dependents) {
-      derivation->CollectAffected(change, affected);
-      if (fanouts != nullptr) derivation->CollectAffected(change, &own[i]);
+      derivation->CollectAffected(change, into);
     }
+    if (fanouts == nullptr) continue;
+    for (const auto& units : alone.units) own[i].units += units.second.size();
+    for (const auto& relation : alone.referrers_of) {
+      for (const auto& projection : relation.second) {
+        for (const std::string& target : projection.second) {
+          own[i].targets.emplace_back(relation.first, projection.first, target);
+        }
+      }
+    }
+    for (const auto& link : alone.linked_to) {
+      for (const auto& projection : link.second) {
+        for (const std::string& target : projection.second) {
+          own[i].targets.emplace_back(link.first, projection.first, target);
+        }
+      }
+    }
+    affected->Merge(std::move(alone));
   }
   // Referrers found per (relation or link, projection, target).
-  std::map<std::tuple<const void*, size_t, std::string>, uint64_t> found;
+  std::map<Target, uint64_t> found;
   // Documents found through the reference index: one read per relation.
   for (const auto& entry : affected->referrers_of) {
     std::vector<Referrer> referrers;
@@ -401,23 +425,10 @@ Status BatchApplier::CollectAffected(StoreTransaction& txn,
   if (fanouts == nullptr) return Status::Ok();
   for (size_t i = 0; i < changes.size(); ++i) {
     EventFanOut fanout{changes[i].key.type, changes[i].key.id,
-                       ChangedFields(*changes[i].before, *changes[i].after), 0};
-    for (const auto& units : own[i].units) fanout.documents += units.second.size();
-    for (const auto& relation : own[i].referrers_of) {
-      for (const auto& projection : relation.second) {
-        for (const std::string& target : projection.second) {
-          auto it = found.find({relation.first, projection.first, target});
-          if (it != found.end()) fanout.documents += it->second;
-        }
-      }
-    }
-    for (const auto& link : own[i].linked_to) {
-      for (const auto& projection : link.second) {
-        for (const std::string& target : projection.second) {
-          auto it = found.find({link.first, projection.first, target});
-          if (it != found.end()) fanout.documents += it->second;
-        }
-      }
+                       ChangedFields(*changes[i].before, *changes[i].after), own[i].units};
+    for (const Target& target : own[i].targets) {
+      auto it = found.find(target);
+      if (it != found.end()) fanout.documents += it->second;
     }
     fanouts->push_back(std::move(fanout));
   }

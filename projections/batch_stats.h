@@ -16,8 +16,9 @@ namespace denormd {
 struct EventFanOut {
   std::string type;
   std::string id;
-  std::string fields;  // the top-level fields it changed, comma-separated;
-                       // "(created)" or "(deleted)"
+  // The top-level fields it changed, ascending; or "(created)" or
+  // "(deleted)".
+  std::vector<std::string> fields;
   uint64_t documents = 0;
 };
 

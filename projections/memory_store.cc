@@ -405,12 +405,7 @@ class MemoryTransaction : public StoreTransaction,
         state_.fanouts.push_back(stat);
         continue;
       }
-      it->changes += stat.changes;
-      it->documents += stat.documents;
-      if (stat.max_documents > it->max_documents) {
-        it->max_documents = stat.max_documents;
-        it->max_id = stat.max_id;
-      }
+      it->Add(stat);
     }
     return Status::Ok();
   }

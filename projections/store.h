@@ -286,6 +286,17 @@ struct FanOutStat {
   uint64_t max_documents = 0; // the most one change made
   std::string max_id;         // the entity of that change
   int64_t hour = 0;           // on read: the hour's start, Unix seconds
+
+  // Adds `other`'s changes and documents; keeps the larger of the two
+  // largest changes (this one's on a tie).
+  void Add(const FanOutStat& other) {
+    changes += other.changes;
+    documents += other.documents;
+    if (max_id.empty() || other.max_documents > max_documents) {
+      max_documents = other.max_documents;
+      max_id = other.max_id;
+    }
+  }
 };
 
 class StreamLedger {

@@ -209,9 +209,9 @@ TEST(MetricsTest, EventAgesFillTheFreshnessHistogramAndItsMax) {
 
 TEST(MetricsTest, DocumentsPerEventByEntityType) {
   Metrics metrics;
-  metrics.ObserveFanOuts({{"author", "a0", "name", 3097}, {"author", "a1", "name", 2},
-                          {"comment", "c1", "(created)", 2}, {"comment", "c2", "text", 1}});
-  metrics.ObserveFanOuts({{"comment", "c3", "(deleted)", 0}});
+  metrics.ObserveFanOuts({{"author", "a0", {"name"}, 3097}, {"author", "a1", {"name"}, 2},
+                          {"comment", "c1", {"(created)"}, 2}, {"comment", "c2", {"text"}, 1}});
+  metrics.ObserveFanOuts({{"comment", "c3", {"(deleted)"}, 0}});
   std::string text = metrics.Render();
   EXPECT_EQ(CheckExposition(text), "");
   EXPECT_TRUE(Contains(text, "# TYPE denormd_documents_per_event histogram\n"));

@@ -139,10 +139,7 @@ const FieldFanOut& Field(const ModelAdvice& advice, const std::string& projectio
 ModelAdvice Advise(InMemory& m, double sample = 1.0) {
   AdviceOptions options;
   options.sample = sample;
-  options.thresholds.max_document_bytes = m.config().limits.max_document_bytes;
-  options.thresholds.fanout_warn = m.config().limits.fanout_warn;
-  options.thresholds.max_members = m.config().limits.max_members;
-  options.thresholds.max_bucket_pages = m.config().limits.max_bucket_pages;
+  options.thresholds = m.config().limits;
   ModelAdvice advice;
   Status status = AdviseModel(m.plan(), &m.store(), options, &advice);
   EXPECT_TRUE(status.ok()) << status.message();
@@ -288,12 +285,12 @@ TEST(EventFanOut, EachChangeCountsItsOwnDocumentsAndThoseThatCopyIt) {
   std::map<std::string, EventFanOut> by_id;
   for (const EventFanOut& f : stats.fanouts) by_id[f.id] = f;
   ASSERT_EQ(4u, by_id.size());
-  EXPECT_EQ("name", by_id["a0"].fields);
+  EXPECT_EQ(std::vector<std::string>{"name"}, by_id["a0"].fields);
   EXPECT_EQ(1 + data.books_of_author.at("a0"), by_id["a0"].documents);
   EXPECT_EQ(1 + data.books_of_author.at("a1"), by_id["a1"].documents);
-  EXPECT_EQ("text", by_id["c5"].fields);
+  EXPECT_EQ(std::vector<std::string>{"text"}, by_id["c5"].fields);
   EXPECT_EQ(1u, by_id["c5"].documents);  // its post
-  EXPECT_EQ("(created)", by_id["new"].fields);
+  EXPECT_EQ(std::vector<std::string>{"(created)"}, by_id["new"].fields);
   EXPECT_EQ(3u, by_id["new"].documents);  // its own, and a3's and a4's authors documents
 }
 
