@@ -373,22 +373,8 @@ def consume(bench, env, config, schema, group, topics, n_records, n_logical, tag
     d = bench.Daemon(env, config, args.metrics_port, log_path)
     try:
         assigned = d.wait_for(r"partitions_assigned", 60)
-        last, last_change = 0, time.time()
-        while True:
-            n = positions(env, schema, group, topics)[0] - base
-            now = time.time()
-            if n >= n_records:
-                break
-            if n != last:
-                last, last_change = n, now
-            elif now - last_change > args.stall_seconds:
-                raise bench.BenchError(f"{what}: no progress for {args.stall_seconds} s at "
-                                       f"{n}/{n_records} records:\n" + d.log_text()[-3000:])
-            if not d.alive():
-                raise bench.BenchError(f"{what}: denormd run exited ({d.proc.returncode}):\n"
-                                       + d.log_text()[-3000:])
-            time.sleep(0.1)
-        done = time.time()
+        done = d.wait_for_count(lambda: positions(env, schema, group, topics)[0] - base,
+                                n_records, what, "records", args.stall_seconds)
         text = d.metrics()
         with open(os.path.join(env.work, f"relational-{tag}.metrics"), "w") as fh:
             fh.write(text)

@@ -813,6 +813,25 @@ class Daemon:
             time.sleep(0.05)
         raise BenchError(f"denormd run: no '{pattern}' in {timeout} s:\n" + self.log_text()[-3000:])
 
+    def wait_for_count(self, count, total, what, unit, stall_seconds):
+        """Polls count() every 0.1 s until it reaches total and returns that moment; a
+        BenchError when it stays unchanged for stall_seconds or the daemon exits."""
+        last, last_change = 0, time.time()
+        while True:
+            n = count()
+            now = time.time()
+            if n >= total:
+                return time.time()
+            if n != last:
+                last, last_change = n, now
+            elif now - last_change > stall_seconds:
+                raise BenchError(f"{what}: no progress for {stall_seconds} s at {n}/{total} {unit}:\n"
+                                 + self.log_text()[-3000:])
+            if not self.alive():
+                raise BenchError(f"{what}: denormd run exited ({self.proc.returncode}):\n"
+                                 + self.log_text()[-3000:])
+            time.sleep(0.1)
+
     def metrics(self):
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as resp:
@@ -896,21 +915,8 @@ def run_contender(env, results, config_schema, changes, n_changes, run_id):
     d = Daemon(env, config, args.metrics_port, os.path.join(env.work, f"run-{run_id}.log"))
     try:
         assigned = d.wait_for(r"partitions_assigned", 60)
-        last, last_change = 0, time.time()
-        while True:
-            n = positions_total(env, schema, topic)
-            now = time.time()
-            if n >= n_changes:
-                break
-            if n != last:
-                last, last_change = n, now
-            elif now - last_change > args.stall_seconds:
-                raise BenchError(f"denormd run: no progress for {args.stall_seconds} s at "
-                                 f"{n}/{n_changes} events:\n" + d.log_text()[-3000:])
-            if not d.alive():
-                raise BenchError(f"denormd run exited ({d.proc.returncode}):\n" + d.log_text()[-3000:])
-            time.sleep(0.1)
-        done = time.time()
+        done = d.wait_for_count(lambda: positions_total(env, schema, topic), n_changes,
+                                "denormd run", "events", args.stall_seconds)
         text = d.metrics()
         with open(os.path.join(env.work, f"run-{run_id}.metrics"), "w") as fh:
             fh.write(text)
