@@ -24,12 +24,27 @@ namespace denormd {
 // constraint); Fatal otherwise. `what` says what was being done.
 Status FromPostgresException(const std::exception& e, const std::string& what);
 
-// Runs `body`, converting any exception with FromPostgresException.
+// A failure already classified (a deferred statement's, reported by the
+// statement that sent it): Guard returns its status as it is.
+class StatusError : public std::exception {
+ public:
+  explicit StatusError(Status status) : status_(std::move(status)) {}
+  const Status& status() const { return status_; }
+  const char* what() const noexcept override { return status_.message().c_str(); }
+
+ private:
+  Status status_;
+};
+
+// Runs `body`, converting any exception with FromPostgresException (a
+// StatusError to its status).
 template <typename F>
 Status Guard(const std::string& what, F&& body) {
   try {
     body();
     return Status::Ok();
+  } catch (const StatusError& e) {
+    return e.status();
   } catch (const std::exception& e) {
     return FromPostgresException(e, what);
   }

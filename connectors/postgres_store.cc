@@ -116,6 +116,15 @@ struct PostgresStore::Connection {
     //
     // A hung statement or lock wait is cancelled after the configured
     // timeouts (the batch rolls back and is retried).
+    //
+    // libpqxx 6 would reopen a broken connection by itself on the next
+    // statement: without these settings, and, in the middle of a
+    // transaction (PostgresTransaction sends BEGIN itself), outside it.
+    // A broken connection fails instead; the store opens a new one.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    pq.inhibit_reactivation(true);
+#pragma GCC diagnostic pop
     pqxx::nontransaction session(pq);
     session.exec(SessionSettingsSql(store) + "; set enable_seqscan = off;"
                  " set enable_hashjoin = off; set enable_mergejoin = off;"

@@ -85,7 +85,19 @@ class PostgresTransaction : public StoreTransaction,
           Sent();
           return provision(keys);
         }) {
-    Sent();  // pqxx::work's constructor sent BEGIN
+    // BEGIN goes with the transaction's first statements.
+    pending_.push_back({"starting a transaction", "begin", nullptr, nullptr});
+  }
+
+  // Rolls back what was sent and not committed. A broken connection has
+  // nothing left to roll back (and is not reopened: PostgresStore opens the
+  // connection with reactivation off).
+  ~PostgresTransaction() override {
+    if (!begun_ || ended_) return;
+    try {
+      work_.exec("rollback");
+    } catch (...) {
+    }
   }
 
   SourceRows& source() override { return *this; }
@@ -94,17 +106,32 @@ class PostgresTransaction : public StoreTransaction,
   StreamLedger& ledger() override { return *this; }
   WriteLocks& locks() override { return *this; }
 
+  // COMMIT goes with the deferred statements, unless one of them has a
+  // check that can refuse the transaction: those are sent and checked first,
+  // since a check runs on the result, after the server executed the rest.
   Status Commit() override {
-    Sent();
-    return Guard("committing", [&] { work_.commit(); });
+    const bool checked = std::any_of(pending_.begin(), pending_.end(),
+                                     [](const Deferred& d) { return d.check != nullptr; });
+    if (checked) DENORMD_RETURN_IF_ERROR(Guard("committing", [&] { Flush(nullptr); }));
+    pending_.push_back({"committing", "commit", nullptr, nullptr});
+    DENORMD_RETURN_IF_ERROR(Guard("committing", [&] { Flush(nullptr); }));
+    ended_ = true;
+    return Status::Ok();
   }
 
   void SetChangeSource(const std::string& source) override { change_source_ = source; }
 
+  // Before the transaction's first statement: its BEGIN says so.
   Status PinReadSnapshot() override {
+    if (begun_ || pending_.empty() || pending_.front().sql != "begin") {
+      return Status::Fatal("internal: a read-only snapshot is pinned before the first statement");
+    }
+    // Alone: in a pipeline, libpqxx's own first statement would precede it.
+    pending_.erase(pending_.begin());
+    begun_ = true;
     Sent();
     return Guard("starting a read-only snapshot", [&] {
-      work_.exec("set transaction isolation level repeatable read, read only");
+      work_.exec("begin isolation level repeatable read, read only");
     });
   }
 
@@ -122,24 +149,32 @@ class PostgresTransaction : public StoreTransaction,
   // (its own statement, so its own snapshot) is the one in force. A
   // transaction of another epoch writes nothing (StaleConfig). While an
   // apply builds, the source changes written are journaled for it.
+  //
+  // Both statements are deferred (sent with the batch's first read); the
+  // epoch is checked on their result, before any write can commit.
   Status LockWriters(bool exclusive) override {
-    pqxx::result result;
-    DENORMD_RETURN_IF_ERROR(Guard("joining the writers", [&] {
-      Sent(/*statements=*/2);
-      result = work_.exec(std::string("lock table ") + schema_ + ".writers in " +
-                          (exclusive ? "exclusive" : "share") + " mode;"
-                          " select coalesce((select value from " + schema_ +
-                          ".meta where key = 'epoch'), '0'),"
-                          " exists (select 1 from " + schema_ + ".meta where key = 'applying')");
-    }));
-    const uint64_t stored = std::strtoull(result[0][0].c_str(), nullptr, 10);
-    journal_ = result[0][1].as<bool>();
-    if (epoch_ != 0 && stored != epoch_) {
-      return Status::StaleConfig("the projections of schema " + schema_ +
-                                 " changed to epoch " + std::to_string(stored) +
-                                 " (denormd apply) while this process ran epoch " +
-                                 std::to_string(epoch_));
-    }
+    pending_.push_back({"joining the writers",
+                        std::string("lock table ") + schema_ + ".writers in " +
+                            (exclusive ? "exclusive" : "share") + " mode",
+                        nullptr, nullptr});
+    writers_checked_ = false;
+    pending_.push_back(
+        {"joining the writers",
+         "select coalesce((select value from " + schema_ + ".meta where key = 'epoch'), '0'),"
+         " exists (select 1 from " + schema_ + ".meta where key = 'applying')",
+         [this](const pqxx::result& result) {
+           const uint64_t stored = std::strtoull(result[0][0].c_str(), nullptr, 10);
+           journal_ = result[0][1].as<bool>();
+           writers_checked_ = true;
+           if (epoch_ != 0 && stored != epoch_) {
+             return Status::StaleConfig("the projections of schema " + schema_ +
+                                        " changed to epoch " + std::to_string(stored) +
+                                        " (denormd apply) while this process ran epoch " +
+                                        std::to_string(epoch_));
+           }
+           return Status::Ok();
+         },
+         nullptr});
     return Status::Ok();
   }
 
@@ -159,30 +194,38 @@ class PostgresTransaction : public StoreTransaction,
     for (int64_t id : ids) {
       if (!state_.lock_rows.count(id)) unknown.push_back(id);
     }
-    // Waiting locks are taken in one statement, in key order, so that two
-    // writers cannot deadlock: every row must exist first. Without waiting,
-    // order does not matter: lock the rows that exist, then the rest.
-    if (mode == Mode::kWait && !unknown.empty()) {
-      DENORMD_RETURN_IF_ERROR(provision_(PgBigintArray(unknown)));
-    }
-    std::vector<int64_t> locked;
-    DENORMD_RETURN_IF_ERROR(LockRows(ids, nowait, &locked));
-    if (locked.size() < ids.size()) {
-      // Rows that did not exist: new keys (NOWAIT), or known rows pruned
-      // meanwhile (waiting; taken out of key order, which is safe only
-      // because PostgreSQL detects the rare deadlock and the batch retries).
-      std::vector<int64_t> absent;
-      std::set_difference(ids.begin(), ids.end(), locked.begin(), locked.end(),
-                          std::back_inserter(absent));
-      DENORMD_RETURN_IF_ERROR(provision_(PgBigintArray(absent)));
-      std::vector<int64_t> more;
-      DENORMD_RETURN_IF_ERROR(LockRows(absent, nowait, &more));
-      if (more.size() < absent.size()) {
-        return Status::Transient("lock rows vanished while locking (pruned concurrently)");
-      }
-    }
+    // The keys are locked in one statement, in key order, so that two
+    // waiting writers cannot deadlock: every row must exist first.
+    if (!unknown.empty()) DENORMD_RETURN_IF_ERROR(provision_(PgBigintArray(unknown)));
     if (state_.lock_rows.size() > (4u << 20)) state_.lock_rows.clear();
     state_.lock_rows.insert(ids.begin(), ids.end());
+    // Deferred: sent with the next read, which runs after the locks are
+    // held (or fails with them). A row missing from the result was pruned
+    // since this process last saw it: forgotten, so that the retry of the
+    // batch creates it again.
+    const std::string what = "locking " + std::to_string(ids.size()) + " keys";
+    Defer({what,
+           "",
+           [this, ids](const pqxx::result& rows) {
+             if (rows.size() == ids.size()) return Status::Ok();
+             std::set<int64_t> locked;
+             for (const auto& row : rows) locked.insert(row[0].as<int64_t>());
+             for (int64_t id : ids) {
+               if (!locked.count(id)) state_.lock_rows.erase(id);
+             }
+             return Status::Transient("lock rows vanished while locking (pruned concurrently)");
+           },
+           [what, nowait](const std::exception& e) {
+             // Without waiting, a held lock is Busy: roll back and try again.
+             const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
+             if (!nowait.empty() && sql != nullptr && sql->sqlstate() == "55P03") {
+               return Status::Busy(what + ": a key is held");
+             }
+             return FromPostgresException(e, what);
+           }},
+          "select key from " + schema_ +
+              ".locks where key = any($1::bigint[]) order by key for update" + nowait,
+          PgBigintArray(ids));
     return Status::Ok();
   }
 
@@ -260,24 +303,29 @@ class PostgresTransaction : public StoreTransaction,
       return Status::Fatal("internal: entity writes that replace their index rows and writes that "
                            "change them cannot share a call");
     }
-    const Status written = Guard("writing " + std::to_string(writes.size()) + " entities", [&] {
+    // Deferred: the rows are served from written_ until the statement runs.
+    const std::string what = "writing " + std::to_string(writes.size()) + " entities";
+    const Status written = Guard(what, [&] {
       if (replace_types.empty()) {
-        Run("with " + upsert + ", " + insert("$2") + ", " + DeleteRowsSql("$3") + "," + counts,
-            Text(entities), Text(added), Text(removed));
+        Defer({what}, "with " + upsert + ", " + insert("$2") + ", " + DeleteRowsSql("$3") + "," +
+                          counts,
+              Text(entities), Text(added), Text(removed));
         return;
       }
       // Reindexing: every stored row of these entities goes first, then
       // their rows are inserted (two statements: one row may be in both).
-      Run("with " + upsert + ","
-          " d as (delete from " + schema_ + ".refs r using unnest($2::text[], $3::text[]) k(type, id)"
-          " where r.type = k.type and r.id = k.id returning r.type, r.field, r.target),"
-          " i as (select null::text as type, null::text as field, null::text as target where false),"
-          + counts,
-          Text(entities), PgTextArray(replace_types), PgTextArray(replace_ids));
-      Run("with " + insert("$1") + ","
-          " d as (select null::text as type, null::text as field, null::text as target where false),"
-          + counts,
-          Text(added));
+      Defer({what},
+            "with " + upsert + ","
+            " d as (delete from " + schema_ + ".refs r using unnest($2::text[], $3::text[]) k(type, id)"
+            " where r.type = k.type and r.id = k.id returning r.type, r.field, r.target),"
+            " i as (select null::text as type, null::text as field, null::text as target where false),"
+            + counts,
+            Text(entities), PgTextArray(replace_types), PgTextArray(replace_ids));
+      Defer({what},
+            "with " + insert("$1") + ","
+            " d as (select null::text as type, null::text as field, null::text as target where false),"
+            + counts,
+            Text(added));
     });
     if (written.ok()) {
       for (const EntityWrite& write : writes) written_[write.record.key] = write.record;
@@ -286,7 +334,12 @@ class PostgresTransaction : public StoreTransaction,
   }
 
   Status Journal(const std::vector<EntityChange>& changes) override {
-    if (!journal_ || changes.empty()) return Status::Ok();
+    if (changes.empty()) return Status::Ok();
+    // Whether an apply is building is known once the writers' statement ran.
+    if (!writers_checked_) {
+      DENORMD_RETURN_IF_ERROR(Guard("joining the writers", [&] { Flush(nullptr); }));
+    }
+    if (!journal_) return Status::Ok();
     rapidjson::StringBuffer buffer;
     JsonWriter w(buffer);
     w.StartArray();
@@ -308,8 +361,9 @@ class PostgresTransaction : public StoreTransaction,
       w.EndObject();
     }
     w.EndArray();
-    return Guard("journaling " + std::to_string(changes.size()) + " changes for apply", [&] {
-      Run("insert into " + schema_ + ".apply_journal (type, id, before, after)"
+    const std::string what = "journaling " + std::to_string(changes.size()) + " changes for apply";
+    return Guard(what, [&] {
+      Defer({what}, "insert into " + schema_ + ".apply_journal (type, id, before, after)"
           " select x.type, x.id, x.before, x.after from jsonb_to_recordset($1::jsonb)"
           " as x(type text, id text, before jsonb, after jsonb)",
           Text(buffer));
@@ -354,6 +408,7 @@ class PostgresTransaction : public StoreTransaction,
 
   Status ExecuteSql(const std::string& sql, std::vector<std::string>* rows) override {
     return Guard("executing SQL", [&] {
+      if (!pending_.empty()) Flush(nullptr);
       Sent();
       RowsAsText(work_.exec(sql), rows);
     });
@@ -607,20 +662,31 @@ class PostgresTransaction : public StoreTransaction,
         (shared ? ", (select id || ' (partition ' || coalesce(pk, 'none') || ') of projection '"
                   " || projection from clash limit 1)"
                 : "");
-    pqxx::result result;
-    DENORMD_RETURN_IF_ERROR(Guard("writing documents of " + projection.name, [&] {
-      result = captured ? Run(sql, Text(buffer), projection.name, projection.collection,
-                              change_source_)
-                        : Run(sql, Text(buffer), projection.name);
-    }));
-    if (shared && !result[0][1].is_null()) {
-      return Status::InvalidInput("collection " + projection.collection + ": a document of " +
-                                  projection.name + " has the key of document " +
-                                  result[0][1].c_str() + " (documents of a shared collection "
-                                  "need unique (partition key, id) pairs)");
-    }
-    *written += result[0][0].as<uint64_t>();
-    return Status::Ok();
+    // Deferred: the count is added (and a clash refuses the transaction)
+    // when the statement has run, with the next read or before COMMIT.
+    const std::string what = "writing documents of " + projection.name;
+    Deferred write{what, "",
+                   [shared, written, collection = projection.collection,
+                    name = projection.name](const pqxx::result& result) {
+                     if (shared && !result[0][1].is_null()) {
+                       return Status::InvalidInput(
+                           "collection " + collection + ": a document of " + name +
+                           " has the key of document " + result[0][1].c_str() +
+                           " (documents of a shared collection need unique (partition key, id)"
+                           " pairs)");
+                     }
+                     *written += result[0][0].as<uint64_t>();
+                     return Status::Ok();
+                   },
+                   nullptr};
+    return Guard(what, [&] {
+      if (captured) {
+        Defer(std::move(write), sql, Text(buffer), projection.name, projection.collection,
+              change_source_);
+      } else {
+        Defer(std::move(write), sql, Text(buffer), projection.name);
+      }
+    });
   }
 
   Status Delete(const ProjectionConfig& projection, const std::vector<std::string>& ids,
@@ -927,7 +993,7 @@ class PostgresTransaction : public StoreTransaction,
     }
     w.EndArray();
     return Guard("writing dead letters", [&] {
-      Run(
+      Defer({"writing dead letters"},
           "insert into " + schema_ + ".dead_letters (source, partition, position, raw, reason)"
               " select x.source, x.partition, x.position, decode(x.raw, 'hex'), x.reason"
               " from jsonb_to_recordset($1::jsonb) as x(source text, partition integer,"
@@ -962,12 +1028,19 @@ class PostgresTransaction : public StoreTransaction,
                      const std::string& a, const std::string& b, uint64_t* deleted) {
     const std::string statement =
         "delete from " + Table(projection) + " where projection = $1 and " + condition;
-    return Guard("deleting documents of " + projection.name, [&] {
-      pqxx::result result;
+    // Deferred: the count is added when the statement has run.
+    const std::string what = "deleting documents of " + projection.name;
+    return Guard(what, [&] {
       if (!Captured(projection)) {
-        result = b.empty() ? Run(statement, projection.name, a)
-                           : Run(statement, projection.name, a, b);
-        *deleted += result.affected_rows();
+        Deferred count{what, "", [deleted](const pqxx::result& result) {
+                         *deleted += result.affected_rows();
+                         return Status::Ok();
+                       }, nullptr};
+        if (b.empty()) {
+          Defer(std::move(count), statement, projection.name, a);
+        } else {
+          Defer(std::move(count), statement, projection.name, a, b);
+        }
         return;
       }
       const int first = b.empty() ? 3 : 4;
@@ -975,9 +1048,16 @@ class PostgresTransaction : public StoreTransaction,
           "with w as (" + statement + " returning id, pk), " +
           CaptureCte("(select w.id, w.pk, null::jsonb as doc, 1 as k from w)", first) +
           " select count(*) from w";
-      result = b.empty() ? Run(sql, projection.name, a, projection.collection, change_source_)
-                         : Run(sql, projection.name, a, b, projection.collection, change_source_);
-      *deleted += result[0][0].as<uint64_t>();
+      Deferred count{what, "", [deleted](const pqxx::result& result) {
+                       *deleted += result[0][0].as<uint64_t>();
+                       return Status::Ok();
+                     }, nullptr};
+      if (b.empty()) {
+        Defer(std::move(count), sql, projection.name, a, projection.collection, change_source_);
+      } else {
+        Defer(std::move(count), sql, projection.name, a, b, projection.collection,
+              change_source_);
+      }
     });
   }
 
@@ -997,27 +1077,6 @@ class PostgresTransaction : public StoreTransaction,
     WriteJsonString(w, HexEncode(meta.lo->sort));
     w.Key("lo_id");
     WriteJsonString(w, meta.lo->id);
-  }
-
-  // Locks the rows of `ids` (sorted) that exist, in key order; *locked gets
-  // their ids, sorted.
-  Status LockRows(const std::vector<int64_t>& ids, const std::string& nowait,
-                  std::vector<int64_t>* locked) {
-    pqxx::result rows;
-    const std::string what = "locking " + std::to_string(ids.size()) + " keys";
-    try {
-      rows = Run("select key from " + schema_ +
-                     ".locks where key = any($1::bigint[]) order by key for update" + nowait,
-                 PgBigintArray(ids));
-    } catch (const pqxx::sql_error& e) {
-      // Without waiting, a held lock is Busy: roll back and try again.
-      if (!nowait.empty() && e.sqlstate() == "55P03") return Status::Busy(what + ": a key is held");
-      return FromPostgresException(e, what);
-    } catch (const std::exception& e) {
-      return FromPostgresException(e, what);
-    }
-    for (const auto& row : rows) locked->push_back(row[0].as<int64_t>());
-    return Status::Ok();
   }
 
   // [type, field, target, sort hex, id]
@@ -1130,15 +1189,105 @@ class PostgresTransaction : public StoreTransaction,
     statements_ += statements;
   }
 
+  // Round trips. A statement whose result no caller waits for (a write, a
+  // lock, BEGIN) is deferred: queued, and sent in the same round trip as the
+  // transaction's next statement that returns rows, or with its COMMIT. The
+  // server runs them in order, so a read sees every write before it and
+  // runs under every lock taken before it. What a deferred statement's
+  // result must show (an epoch, a lock row per key, no clash) is checked by
+  // its `check` when the result arrives; a failed check fails the read that
+  // carried it, and Commit sends checked statements before COMMIT, never
+  // with it, so a refused transaction cannot commit.
+  struct Deferred {
+    Deferred(std::string what, std::string sql = "",
+             std::function<Status(const pqxx::result&)> check = nullptr,
+             std::function<Status(const std::exception&)> failed = nullptr)
+        : what(std::move(what)), sql(std::move(sql)), check(std::move(check)),
+          failed(std::move(failed)) {}
+    std::string what;  // for errors: what the statement does
+    std::string sql;   // plain SQL, or `execute <prepared>(<literals>)`
+    std::function<Status(const pqxx::result&)> check;    // null: none
+    std::function<Status(const std::exception&)> failed;  // null: FromPostgresException
+  };
+
+  // Queues the prepared statement `sql` with `args` as literals.
+  template <typename... Args>
+  void Defer(Deferred deferred, const std::string& sql, const Args&... args) {
+    deferred.sql = ExecuteText(sql, args...);
+    pending_.push_back(std::move(deferred));
+  }
+
+  // `execute <name>('<arg>', ...)` of `sql`, prepared on this connection
+  // (now, if it was not: EXECUTE names a statement the server knows).
+  template <typename... Args>
+  std::string ExecuteText(const std::string& sql, const Args&... args) {
+    const std::string& name = state_.statements.Name(sql);
+    work_.conn().prepare_now(name);
+    std::string text = "execute " + name;
+    const std::vector<std::string> literals{work_.quote(args)...};
+    for (size_t i = 0; i < literals.size(); ++i) text += (i ? ", " : "(") + literals[i];
+    if (!literals.empty()) text += ')';
+    return text;
+  }
+
+  // Sends the deferred statements and then `read` (when not null) in one
+  // round trip and checks the deferred results in order. Throws a
+  // StatusError for the first deferred statement that failed or was
+  // refused by its check (the read's result is then not used), else the
+  // read's own exception, or returns the read's result.
+  pqxx::result Flush(const std::string* read) {
+    std::vector<Deferred> sent;
+    sent.swap(pending_);
+    if (sent.empty() && read == nullptr) return pqxx::result();
+    const bool commit = !sent.empty() && sent.back().sql == "commit";
+    Sent(sent.size() + (read != nullptr ? 1 : 0));
+    if (!sent.empty() && sent.front().sql.rfind("begin", 0) == 0) begun_ = true;
+    pqxx::pipeline pipe(work_);
+    pipe.retain(static_cast<int>(sent.size()) + 2);
+    std::vector<pqxx::pipeline::query_id> ids;
+    for (const Deferred& deferred : sent) ids.push_back(pipe.insert(deferred.sql));
+    const pqxx::pipeline::query_id read_id = read != nullptr ? pipe.insert(*read) : 0;
+    Status failure = Status::Ok();
+    for (size_t i = 0; i < sent.size(); ++i) {
+      try {
+        const pqxx::result result = pipe.retrieve(ids[i]);
+        if (failure.ok() && sent[i].check) failure = sent[i].check(result);
+      } catch (const std::exception& e) {
+        if (!failure.ok()) continue;  // not run: an earlier statement failed
+        if (commit && dynamic_cast<const pqxx::broken_connection*>(&e) != nullptr) {
+          failure = Status::Transient("commit outcome unknown (connection lost during commit): " +
+                                      FromPostgresException(e, sent[i].what).message());
+        } else {
+          failure = sent[i].failed ? sent[i].failed(e) : FromPostgresException(e, sent[i].what);
+        }
+      }
+    }
+    if (!failure.ok()) {
+      if (read != nullptr) {
+        try {
+          pipe.retrieve(read_id);
+        } catch (...) {  // not run, or its result is not used
+        }
+      }
+      throw StatusError(failure);
+    }
+    return read != nullptr ? pipe.retrieve(read_id) : pqxx::result();
+  }
+
   // Runs one statement, prepared once per connection (parsed once; see
-  // PreparedStatements), and counts the round trip.
+  // PreparedStatements), with the deferred statements before it, and
+  // counts the round trip.
   template <typename... Args>
   pqxx::result Run(const std::string& sql, Args&&... args) {
+    if (!pending_.empty()) {
+      const std::string text = ExecuteText(sql, args...);
+      return Flush(&text);
+    }
     Sent();
     return work_.exec_prepared(state_.statements.Name(sql), std::forward<Args>(args)...);
   }
 
-  pqxx::work work_;
+  pqxx::nontransaction work_;
   ConnectionState& state_;
   std::string schema_;
   const ChangeCapture& capture_;
@@ -1149,6 +1298,10 @@ class PostgresTransaction : public StoreTransaction,
   LockRowProvisioner provision_;
   uint64_t round_trips_ = 0;
   uint64_t statements_ = 0;
+  std::vector<Deferred> pending_;
+  bool begun_ = false;  // BEGIN was sent
+  bool ended_ = false;  // COMMIT succeeded
+  bool writers_checked_ = true;  // no LockWriters result awaited (journal_ is known)
 };
 
 }  // namespace

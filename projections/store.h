@@ -226,7 +226,9 @@ class DocumentTables {
   virtual ~DocumentTables() = default;
   // Upserts documents of `projection` (with their bucket metadata); rows
   // equal to the stored ones are not rewritten. Adds the rows actually
-  // written to *written (and deleted ones to *deleted below).
+  // written to *written (and deleted ones to *deleted below), which must
+  // outlive the transaction: a store may send a write later, with the
+  // transaction's next read or its commit, and count it then.
   virtual Status Upsert(const ProjectionConfig& projection, const std::vector<DocumentRow>& rows,
                         uint64_t* written) = 0;
   virtual Status Delete(const ProjectionConfig& projection, const std::vector<std::string>& ids,
