@@ -109,9 +109,11 @@ class PostgresTransaction : public StoreTransaction,
   // COMMIT goes with the deferred statements, unless one of them has a
   // check that can refuse the transaction: those are sent and checked first,
   // since a check runs on the result, after the server executed the rest.
+  // (The positions' fence is the server's own: it fails the statement.)
   Status Commit() override {
-    const bool checked = std::any_of(pending_.begin(), pending_.end(),
-                                     [](const Deferred& d) { return d.check != nullptr; });
+    const bool checked = std::any_of(pending_.begin(), pending_.end(), [](const Deferred& d) {
+      return d.check != nullptr && d.may_refuse;
+    });
     if (checked) DENORMD_RETURN_IF_ERROR(Guard("committing", [&] { Flush(nullptr); }));
     pending_.push_back({"committing", "commit", nullptr, nullptr});
     DENORMD_RETURN_IF_ERROR(Guard("committing", [&] { Flush(nullptr); }));
@@ -267,6 +269,7 @@ class PostgresTransaction : public StoreTransaction,
   }
 
   Status WriteEntities(const std::vector<EntityWrite>& writes) override {
+    ForgetScan();
     rapidjson::StringBuffer entities, added, removed;
     JsonWriter e(entities), a(added), r(removed);
     std::vector<std::string> replace_types, replace_ids;
@@ -407,6 +410,7 @@ class PostgresTransaction : public StoreTransaction,
   }
 
   Status ExecuteSql(const std::string& sql, std::vector<std::string>* rows) override {
+    ForgetScan();
     return Guard("executing SQL", [&] {
       if (!pending_.empty()) Flush(nullptr);
       Sent();
@@ -448,22 +452,35 @@ class PostgresTransaction : public StoreTransaction,
                         scans + " join " + schema_ + ".entities e on e.type = $1 and e.id = x.id"
                         " and not e.deleted and e.data is not null"
                   : "select t.target, encode(x.sort, 'hex'), x.id" + scans;
-    pqxx::result rows;
-    DENORMD_RETURN_IF_ERROR(Guard(with_data ? "loading referrers" : "finding referrers", [&] {
-      rows = Run(sql, relation.entity_type(), relation.name(), arrays.target,
-                               arrays.sort, arrays.id, arrays.backward, arrays.limit);
-    }));
-    for (const auto& row : rows) {
-      Referrer referrer;
-      referrer.target = row[0].c_str();
-      referrer.sort = HexDecode(row[1].c_str());
-      referrer.entity.key = {relation.entity_type(), row[2].c_str()};
-      if (with_data) {
-        referrer.entity.version = ParseVersion(row[3]);
-        DENORMD_RETURN_IF_ERROR(ParseData(row[4], &referrer.entity.data));
+    // Two fields of one projection that read the same relation (a lookup
+    // and an id list through one link) ask the same ranges one after the
+    // other: the second is answered from the first, which ran under the
+    // same locks. Forgotten when this transaction writes index rows.
+    std::string key = relation.entity_type() + '\x1f' + relation.name() + '\x1f' +
+                      (with_data ? "d" : "k") + '\x1f' + arrays.target + '\x1f' + arrays.sort +
+                      '\x1f' + arrays.id + '\x1f' + arrays.backward + '\x1f' + arrays.limit;
+    if (key != last_scan_key_) {
+      last_scan_key_.clear();
+      last_scan_.clear();
+      pqxx::result rows;
+      DENORMD_RETURN_IF_ERROR(Guard(with_data ? "loading referrers" : "finding referrers", [&] {
+        rows = Run(sql, relation.entity_type(), relation.name(), arrays.target, arrays.sort,
+                   arrays.id, arrays.backward, arrays.limit);
+      }));
+      for (const auto& row : rows) {
+        Referrer referrer;
+        referrer.target = row[0].c_str();
+        referrer.sort = HexDecode(row[1].c_str());
+        referrer.entity.key = {relation.entity_type(), row[2].c_str()};
+        if (with_data) {
+          referrer.entity.version = ParseVersion(row[3]);
+          DENORMD_RETURN_IF_ERROR(ParseData(row[4], &referrer.entity.data));
+        }
+        last_scan_.push_back(std::move(referrer));
       }
-      out->push_back(std::move(referrer));
+      last_scan_key_ = std::move(key);
     }
+    out->insert(out->end(), last_scan_.begin(), last_scan_.end());
     return Status::Ok();
   }
 
@@ -555,6 +572,7 @@ class PostgresTransaction : public StoreTransaction,
   }
 
   Status WriteRows(const std::vector<OwnedRows>& writes) override {
+    ForgetScan();
     rapidjson::StringBuffer added, removed;
     JsonWriter a(added), r(removed);
     a.StartArray();
@@ -678,7 +696,7 @@ class PostgresTransaction : public StoreTransaction,
                      *written += result[0][0].as<uint64_t>();
                      return Status::Ok();
                    },
-                   nullptr};
+                   nullptr, /*may_refuse=*/shared};
     return Guard(what, [&] {
       if (captured) {
         Defer(std::move(write), sql, Text(buffer), projection.name, projection.collection,
@@ -845,13 +863,15 @@ class PostgresTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
-  // One statement: existing streams are advanced where their stored
-  // position is what the batch expected (fenced) or unconditionally; new
-  // streams are inserted. The UPDATE's row lock makes a second committer of
-  // a stream wait and then re-check against the first one's position (READ
-  // COMMITTED re-evaluates the condition on the row it waited for), and a
-  // fenced insert that loses a race to another inserter does nothing; either
-  // way the stream is missing from the result, which is the Conflict.
+  // One statement, deferred (it goes with COMMIT): existing streams are
+  // advanced, new streams inserted. A fenced stream whose stored position is
+  // not the one the batch expected (or that another inserter created first)
+  // is given a NULL position, which the column's NOT NULL refuses: the
+  // statement fails, and the transaction with it, before COMMIT runs; that
+  // failure is the Conflict. The UPDATE's row lock makes a second committer
+  // of a stream wait and then compare with the first one's position (READ
+  // COMMITTED evaluates the new value again on the row it waited for); an
+  // insert that meets a row committed meanwhile becomes that update.
   Status SavePositions(const std::vector<PositionUpdate>& updates) override {
     rapidjson::StringBuffer buffer;
     JsonWriter w(buffer);
@@ -873,49 +893,53 @@ class PostgresTransaction : public StoreTransaction,
     }
     w.EndArray();
     const std::string table = schema_ + ".positions";
-    pqxx::result saved;
-    DENORMD_RETURN_IF_ERROR(Guard("saving positions", [&] {
-      saved = Run(
-          "with x as (select * from jsonb_to_recordset($1::jsonb) as x(source text,"
-          " partition integer, position bigint, applied bigint, stale bigint, dead bigint,"
-          " fenced boolean, expected bigint)),"
-          " u as (update " + table + " p set position = x.position,"
-          " applied = p.applied + x.applied, stale = p.stale + x.stale, dead = p.dead + x.dead,"
-          " updated_at = now() from x where p.source = x.source and p.partition = x.partition"
-          " and (not x.fenced or p.position = x.expected) returning p.source, p.partition),"
-          " f as (insert into " + table + " (source, partition, position, applied, stale, dead)"
-          " select source, partition, position, applied, stale, dead from x"
-          " where x.fenced and x.expected = -1"
-          " and not exists (select 1 from u where u.source = x.source and u.partition = x.partition)"
-          " on conflict do nothing returning source, partition),"
-          " n as (insert into " + table + " as p (source, partition, position, applied, stale, dead)"
-          " select source, partition, position, applied, stale, dead from x where not x.fenced"
-          " and not exists (select 1 from u where u.source = x.source and u.partition = x.partition)"
-          " on conflict (source, partition) do update set position = excluded.position,"
-          " applied = p.applied + excluded.applied, stale = p.stale + excluded.stale,"
-          " dead = p.dead + excluded.dead, updated_at = now() returning source, partition)"
-          " select source, partition from u union all select source, partition from f"
-          " union all select source, partition from n",
-          Text(buffer));
-    }));
-    if (saved.size() == updates.size()) return Status::Ok();
-    std::set<std::pair<std::string, int32_t>> done;
-    for (const auto& row : saved) done.insert({row[0].c_str(), row[1].as<int32_t>()});
-    for (const PositionUpdate& update : updates) {
-      if (done.count({update.at.source, update.at.partition})) continue;
-      pqxx::result stored;
-      DENORMD_RETURN_IF_ERROR(Guard("reading a position", [&] {
-        stored = Run("select position from " + table + " where source = $1 and partition = $2",
-                     update.at.source, update.at.partition);
-      }));
-      const int64_t position = stored.empty() ? -1 : stored[0][0].as<int64_t>();
-      return Status::Conflict(update.at.source + " partition " +
-                              std::to_string(update.at.partition) + " is at " +
-                              std::to_string(position) + ", this batch expected " +
-                              std::to_string(update.expected_previous.value_or(-1)) +
-                              ": another consumer applied these events");
-    }
-    return Status::Ok();
+    const std::string what = "saving positions";
+    return Guard(what, [&] {
+      Defer({what, "", nullptr,
+             [what](const std::exception& e) {
+               const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
+               if (sql != nullptr && sql->sqlstate() == "23502") {
+                 // The failing row names the stream: "(source, partition, null, ...)".
+                 const std::string text = e.what();
+                 const std::string marker = "Failing row contains (";
+                 const size_t at = text.find(marker);
+                 std::string stream = "a stream";
+                 if (at != std::string::npos) {
+                   const size_t from = at + marker.size();
+                   const size_t comma = text.find(',', from);
+                   const size_t next = comma == std::string::npos ? comma : text.find(',', comma + 1);
+                   if (next != std::string::npos) {
+                     stream = text.substr(from, comma - from) + " partition" +
+                              text.substr(comma + 1, next - comma - 1);
+                   }
+                 }
+                 return Status::Conflict(stream + " is not at the position this batch expected:"
+                                         " another consumer applied these events");
+               }
+               return FromPostgresException(e, what);
+             }},
+            "with x as (select * from jsonb_to_recordset($1::jsonb) as x(source text,"
+            " partition integer, position bigint, applied bigint, stale bigint, dead bigint,"
+            " fenced boolean, expected bigint)),"
+            " u as (update " + table + " p set position = case when not x.fenced"
+            " or p.position = x.expected then x.position end,"
+            " applied = p.applied + x.applied, stale = p.stale + x.stale, dead = p.dead + x.dead,"
+            " updated_at = now() from x where p.source = x.source and p.partition = x.partition"
+            " returning p.source, p.partition),"
+            // A fenced new stream: created meanwhile by another consumer is the Conflict.
+            " f as (insert into " + table + " (source, partition, position, applied, stale, dead)"
+            " select source, partition, case when x.expected = -1 then position end, applied,"
+            " stale, dead from x where x.fenced and not exists (select 1 from u"
+            " where u.source = x.source and u.partition = x.partition)"
+            " on conflict (source, partition) do update set position = null)"
+            " insert into " + table + " as p (source, partition, position, applied, stale, dead)"
+            " select source, partition, position, applied, stale, dead from x where not x.fenced"
+            " and not exists (select 1 from u where u.source = x.source and u.partition = x.partition)"
+            " on conflict (source, partition) do update set position = excluded.position,"
+            " applied = p.applied + excluded.applied, stale = p.stale + excluded.stale,"
+            " dead = p.dead + excluded.dead, updated_at = now()",
+            Text(buffer));
+    });
   }
 
   Status RecordFanOuts(const std::vector<FanOutStat>& stats) override {
@@ -1032,10 +1056,12 @@ class PostgresTransaction : public StoreTransaction,
     const std::string what = "deleting documents of " + projection.name;
     return Guard(what, [&] {
       if (!Captured(projection)) {
-        Deferred count{what, "", [deleted](const pqxx::result& result) {
+        Deferred count{what, "",
+                       [deleted](const pqxx::result& result) {
                          *deleted += result.affected_rows();
                          return Status::Ok();
-                       }, nullptr};
+                       },
+                       nullptr, /*may_refuse=*/false};
         if (b.empty()) {
           Defer(std::move(count), statement, projection.name, a);
         } else {
@@ -1048,10 +1074,12 @@ class PostgresTransaction : public StoreTransaction,
           "with w as (" + statement + " returning id, pk), " +
           CaptureCte("(select w.id, w.pk, null::jsonb as doc, 1 as k from w)", first) +
           " select count(*) from w";
-      Deferred count{what, "", [deleted](const pqxx::result& result) {
+      Deferred count{what, "",
+                     [deleted](const pqxx::result& result) {
                        *deleted += result[0][0].as<uint64_t>();
                        return Status::Ok();
-                     }, nullptr};
+                     },
+                     nullptr, /*may_refuse=*/false};
       if (b.empty()) {
         Defer(std::move(count), sql, projection.name, a, projection.collection, change_source_);
       } else {
@@ -1182,6 +1210,11 @@ class PostgresTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
+  void ForgetScan() {
+    last_scan_key_.clear();
+    last_scan_.clear();
+  }
+
   // Counts one round trip to the server that sent `statements` SQL
   // statements (a multi-statement simple query sends several).
   void Sent(uint64_t statements = 1) {
@@ -1201,13 +1234,15 @@ class PostgresTransaction : public StoreTransaction,
   struct Deferred {
     Deferred(std::string what, std::string sql = "",
              std::function<Status(const pqxx::result&)> check = nullptr,
-             std::function<Status(const std::exception&)> failed = nullptr)
+             std::function<Status(const std::exception&)> failed = nullptr,
+             bool may_refuse = true)
         : what(std::move(what)), sql(std::move(sql)), check(std::move(check)),
-          failed(std::move(failed)) {}
+          failed(std::move(failed)), may_refuse(may_refuse) {}
     std::string what;  // for errors: what the statement does
     std::string sql;   // plain SQL, or `execute <prepared>(<literals>)`
     std::function<Status(const pqxx::result&)> check;    // null: none
     std::function<Status(const std::exception&)> failed;  // null: FromPostgresException
+    bool may_refuse;  // false: `check` only counts, and may run after COMMIT
   };
 
   // Queues the prepared statement `sql` with `args` as literals.
@@ -1299,6 +1334,8 @@ class PostgresTransaction : public StoreTransaction,
   uint64_t round_trips_ = 0;
   uint64_t statements_ = 0;
   std::vector<Deferred> pending_;
+  std::string last_scan_key_;       // Scan's last question ("": none kept)
+  std::vector<Referrer> last_scan_;  // and its answer
   bool begun_ = false;  // BEGIN was sent
   bool ended_ = false;  // COMMIT succeeded
   bool writers_checked_ = true;  // no LockWriters result awaited (journal_ is known)

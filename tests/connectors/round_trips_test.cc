@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "daemon/replay.h"
+#include "projections/stream.h"
 #include "projections/maintenance.h"
 #include "tests/test_support.h"
 
@@ -83,6 +84,43 @@ TEST(RoundTrips, ASmallBatchTakesAFewRoundTripsWhateverItsStatements) {
   std::vector<std::string> differences;
   ASSERT_TRUE(Verify(article.plan, &article.store, MaintenanceOptions(), &differences).ok());
   EXPECT_TRUE(differences.empty()) << differences.front();
+}
+
+// The positions go with COMMIT, so their fence is the server's: a fenced
+// stream that is not where the batch expected fails the statement, and the
+// transaction commits nothing of the batch.
+TEST(RoundTrips, AFencedPositionThatMovedFailsTheCommitWithConflict) {
+  testing::ArticleOnPostgres article;
+  const std::string schema = article.config.store.schema;
+  auto save = [&](std::optional<int64_t> expected, int64_t position) {
+    std::unique_ptr<StoreTransaction> txn;
+    Status status = article.store.Begin(&txn);
+    if (!status.ok()) return status;
+    PositionUpdate update;
+    update.at = {"file:fence", 0, position};
+    update.expected_previous = expected;
+    update.applied = 1;
+    status = txn->ledger().SavePositions({update});
+    return status.ok() ? txn->Commit() : status;
+  };
+  auto stored = [&] {
+    return testing::Sql("select position::text || ' ' || applied::text from " + schema +
+                        ".positions where source = 'file:fence'");
+  };
+  ASSERT_TRUE(save(-1, 10).ok());  // a new stream, expected to be new
+  EXPECT_EQ(std::vector<std::string>({"10 1"}), stored());
+  ASSERT_TRUE(save(10, 20).ok());  // where it was expected
+  EXPECT_EQ(std::vector<std::string>({"20 2"}), stored());
+
+  Status moved = save(10, 30);  // another consumer took it to 20
+  EXPECT_TRUE(moved.IsConflict()) << moved.ToString();
+  EXPECT_NE(std::string::npos, moved.message().find("file:fence partition 0")) << moved.message();
+  Status taken = save(-1, 30);  // expected new, but it exists
+  EXPECT_TRUE(taken.IsConflict()) << taken.ToString();
+  EXPECT_EQ(std::vector<std::string>({"20 2"}), stored());  // neither committed
+
+  ASSERT_TRUE(save(std::nullopt, 5).ok());  // unfenced: moves it anyway
+  EXPECT_EQ(std::vector<std::string>({"5 3"}), stored());
 }
 
 }  // namespace
