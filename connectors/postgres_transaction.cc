@@ -893,27 +893,21 @@ class PostgresTransaction : public StoreTransaction,
     }
     w.EndArray();
     const std::string table = schema_ + ".positions";
+    // What a Conflict names: the fenced streams and where the batch expected them.
+    std::string fenced;
+    for (const PositionUpdate& update : updates) {
+      if (!update.expected_previous) continue;
+      fenced += (fenced.empty() ? "" : " or ") + update.at.source + " partition " +
+                std::to_string(update.at.partition) + " (expected at " +
+                std::to_string(*update.expected_previous) + ")";
+    }
     const std::string what = "saving positions";
     return Guard(what, [&] {
       Defer({what, "", nullptr,
-             [what](const std::exception& e) {
+             [what, fenced](const std::exception& e) {
                const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
                if (sql != nullptr && sql->sqlstate() == "23502") {
-                 // The failing row names the stream: "(source, partition, null, ...)".
-                 const std::string text = e.what();
-                 const std::string marker = "Failing row contains (";
-                 const size_t at = text.find(marker);
-                 std::string stream = "a stream";
-                 if (at != std::string::npos) {
-                   const size_t from = at + marker.size();
-                   const size_t comma = text.find(',', from);
-                   const size_t next = comma == std::string::npos ? comma : text.find(',', comma + 1);
-                   if (next != std::string::npos) {
-                     stream = text.substr(from, comma - from) + " partition" +
-                              text.substr(comma + 1, next - comma - 1);
-                   }
-                 }
-                 return Status::Conflict(stream + " is not at the position this batch expected:"
+                 return Status::Conflict(fenced + " is not at the position this batch expected:"
                                          " another consumer applied these events");
                }
                return FromPostgresException(e, what);
