@@ -41,9 +41,10 @@ std::string WithConnectionDefaults(const std::string& conninfo, const StoreConfi
   const std::vector<std::pair<std::string, std::string>> defaults = {
       {"connect_timeout", std::to_string(store.connect_timeout_s)},
       {"keepalives", "1"},
-      {"keepalives_idle", "30"},
-      {"keepalives_interval", "10"},
+      {"keepalives_idle", "10"},
+      {"keepalives_interval", "5"},
       {"keepalives_count", "3"},
+      {"tcp_user_timeout", "25000"},
   };
   std::string out = conninfo;
   const bool url = IsUrl(conninfo);
@@ -61,7 +62,13 @@ std::string WithConnectionDefaults(const std::string& conninfo, const StoreConfi
 std::string SessionSettingsSql(const StoreConfig& store) {
   return "set statement_timeout = " + std::to_string(store.statement_timeout_ms) +
          "; set lock_timeout = " + std::to_string(store.lock_timeout_ms) +
-         "; set standard_conforming_strings = on";
+         "; set standard_conforming_strings = on"
+         // The server's side of the same socket: a backend whose client
+         // vanished (a network partition) ends within about 25 s and releases
+         // the locks of its open transaction, instead of holding them for the
+         // kernel's two hours while the reconnected daemon waits on them.
+         "; set tcp_keepalives_idle = 10; set tcp_keepalives_interval = 5"
+         "; set tcp_keepalives_count = 3; set tcp_user_timeout = 25000";
 }
 
 namespace {

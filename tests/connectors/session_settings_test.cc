@@ -43,6 +43,31 @@ TEST(SessionSettings, StandardConformingStringsIsPinnedOn) {
   ASSERT_TRUE(AdministrationLock::Acquire(config, conninfo, "test", &lock).ok());
 }
 
+// A peer that vanishes (packets lost, not refused) is noticed on both ends
+// of every connection within about 25 s: the client's side from the
+// connection string's defaults, the server's from the session settings (its
+// backend then ends and releases the locks of an open transaction).
+TEST(SessionSettings, BothEndsNoticeAVanishedPeer) {
+  StoreConfig store;
+  const std::string url = WithConnectionDefaults("postgresql://h:1/db?keepalives_idle=7", store);
+  EXPECT_NE(std::string::npos, url.find("tcp_user_timeout=25000")) << url;
+  EXPECT_NE(std::string::npos, url.find("keepalives_idle=7")) << url;  // the user's, kept
+  EXPECT_EQ(std::string::npos, url.find("keepalives_idle=10")) << url;
+  const std::string keywords = WithConnectionDefaults("host=h port=1", store);
+  EXPECT_NE(std::string::npos, keywords.find(" tcp_user_timeout=25000")) << keywords;
+
+  Config config = testing::ConfigOnTestDatabase(
+      "store: {schema: x}\nentities: [a]\nprojections: {docs: {from: a}}\n");
+  PostgresStore postgres(config, config.store.postgres);  // TCP: the settings apply
+  ASSERT_TRUE(postgres.Open().ok());
+  std::vector<std::string> rows;
+  ASSERT_TRUE(postgres.Execute("select current_setting('tcp_keepalives_idle') || ' ' || "
+                               "current_setting('tcp_keepalives_interval') || ' ' || "
+                               "current_setting('tcp_keepalives_count') || ' ' || "
+                               "current_setting('tcp_user_timeout')", &rows).ok());
+  EXPECT_EQ(std::vector<std::string>{"10 5 3 25000"}, rows);
+}
+
 TEST(SessionSettings, TheRelaysConnectionHasTheStoresTimeouts) {
   Config config = testing::ConfigOnTestDatabase(
       "store: {schema: x, lock_timeout_ms: 200}\nentities: [a]\n"
