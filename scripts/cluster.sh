@@ -2,15 +2,22 @@
 # Usage: scripts/cluster.sh start | stop | status | env
 #        scripts/cluster.sh broker N start|stop|kill      (N = 1, 2, 3)
 #        scripts/cluster.sh postgres primary|standby start|stop|kill
-#        scripts/cluster.sh promote
+#        scripts/cluster.sh promote | rejoin | primary
+#        scripts/cluster.sh partition postgres cut|heal
+#        scripts/cluster.sh disk fill|free
+#        scripts/cluster.sh clean
 #
 # The production topology on this one machine, for fault tests and the benchmark:
 # a 3-node Apache Kafka cluster (KRaft, each node broker and controller, from the
 # same Maven jars as scripts/kafka.sh; replication factor 3 and
 # min.insync.replicas 2 for new and internal topics) and a PostgreSQL primary
 # with a streaming standby (Debian's PostgreSQL, physical replication from a
-# slot; scripts/postgres.sh with DENORMD_PG_STANDBY_OF). Each server has its own
-# ports and data directory under the state dir.
+# slot; scripts/postgres.sh with DENORMD_PG_STANDBY_OF), synchronous
+# (synchronous_standby_names '*': a commit is acknowledged once the standby has
+# it, so a promotion loses no acknowledged commit). Each server has its own
+# ports and data directory under the state dir; with DENORMD_CLUSTER_PG_DISK_MB
+# each PostgreSQL's data directory sits on a tmpfs of that size (its WAL beside
+# it, on the state dir's disk), so that `disk fill` can fill it.
 #
 #   start     starts what is not running (the three brokers side by side: a quorum
 #             forms only with two of them), then prints `env`
@@ -22,13 +29,30 @@
 #             whichever is the primary, so a promoted standby is found by itself)
 #   broker N  start, stop or SIGKILL one broker
 #   postgres  start, stop or kill -9 (the postmaster) the primary or the standby
-#   promote   the standby ends recovery and becomes the primary
+#   promote   the standby ends recovery and becomes the primary; as it has no standby
+#             now, it stops waiting for one (synchronous_standby_names '')
+#   rejoin    the server that is not running is made again, as a fresh standby of the
+#             primary (a base backup), and the primary waits for it again
+#   primary   prints which server is the primary now: "primary" or "standby" (the
+#             names are the servers' data directories; after a promote the standby is
+#             the primary), exit 3 if neither is reachable and writable
+#   partition postgres cut|heal
+#             cut: packets between anything and either PostgreSQL server's port are
+#             dropped (an nftables table of the cluster's own, on this machine's
+#             loopback), so they vanish instead of being refused, as in a network
+#             partition; heal: the table is deleted
+#   disk fill|free
+#             fill: a file takes every free byte of the primary's data filesystem
+#             (needs DENORMD_CLUSTER_PG_DISK_MB); free: it is removed
+#   clean     stops everything, unmounts the tmpfs and deletes the state dir
 #
 # Environment:
 #   DENORMD_CLUSTER_STATE_DIR   state root (default <repo>/.local/cluster)
 #   DENORMD_CLUSTER_KAFKA_PORT  broker 1's port (default 19400); broker N listens on
 #                               PORT + 10 (N - 1), its controller on that + 1
 #   DENORMD_CLUSTER_PG_PORT     the primary's port (default 15450); the standby's is + 1
+#   DENORMD_CLUSTER_PG_DISK_MB  each PostgreSQL's data on a tmpfs of this many MiB (as root;
+#                               default: none, the state dir's filesystem)
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,6 +61,9 @@ STATE_DIR="$(realpath -m -- "${DENORMD_CLUSTER_STATE_DIR:-$REPO_DIR/.local/clust
 KAFKA_BASE="${DENORMD_CLUSTER_KAFKA_PORT:-19400}"
 PG_PRIMARY="${DENORMD_CLUSTER_PG_PORT:-15450}"
 PG_STANDBY=$((PG_PRIMARY + 1))
+PG_DISK_MB="${DENORMD_CLUSTER_PG_DISK_MB:-}"
+# The nftables table of `partition`: one per cluster (its primary's port).
+NFT_TABLE="denormd_cluster_$PG_PRIMARY"
 NODES=(1 2 3)
 
 log() { echo "cluster.sh: $*" >&2; }
@@ -72,15 +99,46 @@ cluster_id() {
   fi
   cat "$file"
 }
+pg_port() { if [[ "$1" == primary ]]; then echo "$PG_PRIMARY"; else echo "$PG_STANDBY"; fi; }
+other_role() { if [[ "$1" == primary ]]; then echo standby; else echo primary; fi; }
+# One server's scripts/postgres.sh. A server made from nothing is a standby of
+# `standby_of` (a port) when given, else initdb'd.
+postgres_as() {
+  local role="$1" standby_of="$2"; shift 2
+  mount_pg_disk "$role"
+  DENORMD_STATE_DIR="$STATE_DIR/pg-$role" DENORMD_PG_PORT="$(pg_port "$role")" \
+    DENORMD_PG_WAL_DIR="$STATE_DIR/pg-$role-wal" DENORMD_PG_STANDBY_OF="$standby_of" \
+    bash "$SCRIPT_DIR/postgres.sh" "$@"
+}
 postgres() {
-  local role="$1"; shift
-  if [[ "$role" == primary ]]; then
-    DENORMD_STATE_DIR="$STATE_DIR/pg-primary" DENORMD_PG_PORT="$PG_PRIMARY" \
-      bash "$SCRIPT_DIR/postgres.sh" "$@"
-  else
-    DENORMD_STATE_DIR="$STATE_DIR/pg-standby" DENORMD_PG_PORT="$PG_STANDBY" \
-      DENORMD_PG_STANDBY_OF="$PG_PRIMARY" bash "$SCRIPT_DIR/postgres.sh" "$@"
-  fi
+  if [[ "$1" == primary ]]; then postgres_as primary "" "${@:2}"
+  else postgres_as standby "$PG_PRIMARY" "${@:2}"; fi
+}
+# The tmpfs under a server's state dir (DENORMD_CLUSTER_PG_DISK_MB), mounted once.
+mount_pg_disk() {
+  [[ -n "$PG_DISK_MB" ]] || return 0
+  local dir="$STATE_DIR/pg-$1"
+  mountpoint -q "$dir" && return 0
+  [[ $EUID -eq 0 ]] || die "DENORMD_CLUSTER_PG_DISK_MB needs root (mount -t tmpfs)"
+  mkdir -p "$dir"
+  mount -t tmpfs -o "size=${PG_DISK_MB}m,mode=0755" tmpfs "$dir" || die "mount tmpfs on $dir"
+}
+psql_at() {  # psql_at PORT SQL: one value, or nothing when the server does not answer
+  psql -X -q -At -h 127.0.0.1 -p "$1" -U postgres -d postgres -c "$2" 2>/dev/null || true
+}
+# The role whose server answers and is not in recovery.
+current_primary() {
+  local role
+  for role in primary standby; do
+    [[ "$(psql_at "$(pg_port "$role")" "select pg_is_in_recovery()")" == f ]] && { echo "$role"; return 0; }
+  done
+  return 3
+}
+# The primary waits for a standby's confirmation before a commit returns ('*'),
+# or for none ('').
+set_synchronous() {
+  psql_at "$1" "alter system set synchronous_standby_names = '$2'" >/dev/null
+  psql_at "$1" "select pg_reload_conf()" >/dev/null
 }
 postgres_kill() {  # kill -9 of the postmaster (its children end with it)
   local dir="$STATE_DIR/pg-$1/postgres" pid
@@ -110,11 +168,15 @@ cmd_start() {
       cat "$STATE_DIR/kafka-$((n + 1)).start.log" >&2
     fi
   done
-  ((failed == 0)) || die "the Kafka cluster did not start"
+  if ((failed != 0)); then
+    for n in "${NODES[@]}"; do kafka "$n" stop >/dev/null 2>&1 || true; done
+    die "the Kafka cluster did not start (the brokers that did are stopped again)"
+  fi
   log "Kafka: 3 brokers on $(bootstrap) (replication factor 3, min.insync.replicas 2)"
   postgres primary start >/dev/null
   postgres standby start >/dev/null
-  log "PostgreSQL: primary on 127.0.0.1:$PG_PRIMARY, standby on 127.0.0.1:$PG_STANDBY (streaming)"
+  set_synchronous "$PG_PRIMARY" '*'
+  log "PostgreSQL: primary on 127.0.0.1:$PG_PRIMARY, standby on 127.0.0.1:$PG_STANDBY (streaming, synchronous)"
   cmd_env
 }
 
@@ -138,13 +200,97 @@ cmd_status() {
   ((bad == 0)) || return 3
 }
 
+cmd_promote() {
+  local role port
+  for role in standby primary; do
+    port="$(pg_port "$role")"
+    if [[ "$(psql_at "$port" "select pg_is_in_recovery()")" == t ]]; then
+      postgres_as "$role" "" promote
+      set_synchronous "$port" ''
+      return 0
+    fi
+  done
+  die "no server in recovery to promote"
+}
+
+cmd_rejoin() {
+  local primary lost primary_port
+  primary="$(current_primary)" || die "no primary answers"
+  lost="$(other_role "$primary")"
+  primary_port="$(pg_port "$primary")"
+  postgres_as "$lost" "" stop >/dev/null 2>&1 || true
+  log "rejoin: $lost made again as a standby of $primary (127.0.0.1:$primary_port)"
+  rm -rf "${STATE_DIR:?}/pg-$lost/postgres" "${STATE_DIR:?}/pg-$lost/postgres.init.tmp"
+  psql_at "$primary_port" "select pg_drop_replication_slot(slot_name) from pg_replication_slots
+                           where slot_name = 'standby_$(pg_port "$lost")' and not active" >/dev/null
+  postgres_as "$lost" "$primary_port" start >/dev/null
+  set_synchronous "$primary_port" '*'
+}
+
+cmd_partition() {
+  [[ "${1:-}" == postgres ]] || die "partition postgres cut|heal"
+  command -v nft >/dev/null 2>&1 || die "nft not found; run scripts/install-deps.sh"
+  case "${2:-}" in
+    cut)
+      nft delete table inet "$NFT_TABLE" 2>/dev/null || true
+      nft -f - <<EOF
+table inet $NFT_TABLE {
+  chain output {
+    type filter hook output priority 0; policy accept;
+    tcp dport { $PG_PRIMARY, $PG_STANDBY } drop
+    tcp sport { $PG_PRIMARY, $PG_STANDBY } drop
+  }
+}
+EOF
+      log "partition: packets to and from 127.0.0.1:$PG_PRIMARY and :$PG_STANDBY are dropped" ;;
+    heal)
+      nft delete table inet "$NFT_TABLE" 2>/dev/null || true
+      log "partition healed" ;;
+    *) die "partition postgres cut|heal" ;;
+  esac
+}
+
+cmd_disk() {
+  [[ -n "$PG_DISK_MB" ]] || die "disk: the data is not on a tmpfs of its own (set DENORMD_CLUSTER_PG_DISK_MB before start)"
+  local primary ballast
+  case "${1:-}" in
+    fill)
+      primary="$(current_primary)" || die "no primary answers"
+      ballast="$STATE_DIR/pg-$primary/ballast"
+      # Every free block: the server's next extension of a file fails with
+      # "No space left on device" (its WAL is elsewhere, so it keeps running).
+      fallocate -l "$(($(stat -f -c '%a * %S' "$STATE_DIR/pg-$primary")))" "$ballast" 2>/dev/null ||
+        dd if=/dev/zero of="$ballast" bs=1M status=none 2>/dev/null || true
+      log "disk: the $primary's data filesystem is full ($(df --output=avail -B1 "$STATE_DIR/pg-$primary" | tail -1 | tr -d ' ') bytes free)" ;;
+    free)
+      rm -f "$STATE_DIR/pg-primary/ballast" "$STATE_DIR/pg-standby/ballast"
+      log "disk: space freed" ;;
+    *) die "disk fill|free" ;;
+  esac
+}
+
+cmd_clean() {
+  cmd_stop >/dev/null 2>&1 || true
+  nft delete table inet "$NFT_TABLE" 2>/dev/null || true
+  local role
+  for role in primary standby; do
+    if mountpoint -q "$STATE_DIR/pg-$role"; then umount "$STATE_DIR/pg-$role"; fi
+  done
+  rm -rf "${STATE_DIR:?}"
+}
+
 mkdir -p "$STATE_DIR"
 case "${1:-}" in
   start) cmd_start ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  promote) postgres standby promote ;;
+  promote) cmd_promote ;;
+  rejoin) cmd_rejoin ;;
+  primary) current_primary ;;
+  partition) cmd_partition "${2:-}" "${3:-}" ;;
+  disk) cmd_disk "${2:-}" ;;
+  clean) cmd_clean ;;
   broker)
     [[ "${2:-}" =~ ^[123]$ ]] || die "broker N: N is 1, 2 or 3"
     case "${3:-}" in

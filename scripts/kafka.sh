@@ -205,7 +205,7 @@ cmd_start() {
   local java; java="$(java_bin)"
   for p in "$PORT" "$CONTROLLER_PORT"; do
     if port_open "$p"; then
-      die "port $p on 127.0.0.1 is already in use by another process; set DENORMD_KAFKA_PORT"
+      die "port $p on 127.0.0.1 is already in use by another process ($(ss -Htlnp "sport = :$p" 2>/dev/null | grep -o 'users:.*' || echo "not listening now: a connection's end?")); set DENORMD_KAFKA_PORT"
     fi
   done
   mkdir -p "$DATA_DIR" "$LOG_DIR"

@@ -23,6 +23,10 @@
 #   DENORMD_PG_STANDBY_OF  a port on 127.0.0.1: on first start the cluster is not
 #                      initdb'd but copied from that primary (pg_basebackup -R) and runs as
 #                      its streaming standby (hot_standby, read-only) until `promote`
+#   DENORMD_PG_WAL_DIR  keep the write-ahead log in this directory instead of the data
+#                      directory's pg_wal (initdb --waldir, pg_basebackup --waldir), used on
+#                      first start only: the data can then sit on a small filesystem of its
+#                      own (scripts/cluster.sh's disk-full fault) while the WAL does not
 #   DENORMD_PG_BINDIR  PostgreSQL binaries (default: newest /usr/lib/postgresql/*/bin,
 #                      or the cluster's own major once it exists)
 #
@@ -54,6 +58,7 @@ PORT="${DENORMD_PG_PORT:-15432}"
 DB="${DENORMD_PG_DB:-denorm}"
 FSYNC="${DENORMD_PG_FSYNC:-on}"
 WAL_LEVEL="${DENORMD_PG_WAL_LEVEL:-}"
+WAL_DIR="${DENORMD_PG_WAL_DIR:-}"
 URL="postgresql://postgres@127.0.0.1:$PORT/$DB"
 PG_USER=postgres   # OS user that runs the server when this script runs as root
 
@@ -83,6 +88,18 @@ bindir() {
   newest="$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -n 1)"
   [[ -n "$newest" && -x "$newest/postgres" ]] || die "no PostgreSQL server under /usr/lib/postgresql; run scripts/install-deps.sh"
   echo "$newest"
+}
+
+# initdb's and pg_basebackup's option for DENORMD_PG_WAL_DIR (emptied first:
+# a WAL directory is only ever that of the cluster being made), or nothing.
+waldir_option() {
+  [[ -n "$WAL_DIR" ]] || return 0
+  rm -rf "$WAL_DIR"
+  mkdir -p "$WAL_DIR"
+  if [[ $EUID -eq 0 ]]; then chown "$PG_USER:" "$WAL_DIR"; fi
+  chmod 700 "$WAL_DIR"
+  ensure_traversable "$WAL_DIR"
+  echo "--waldir=$WAL_DIR"
 }
 
 # Runs a command as the server's OS user (postgres when we are root).
@@ -165,7 +182,9 @@ init_cluster() {
   mkdir -p "$tmp"
   if [[ $EUID -eq 0 ]]; then chown "$PG_USER:" "$tmp"; fi
   chmod 700 "$tmp"
-  if ! as_pg "$bin/initdb" -D "$tmp" -U postgres --auth=trust --encoding=UTF8 \
+  local waldir; waldir="$(waldir_option)"
+  # shellcheck disable=SC2086
+  if ! as_pg "$bin/initdb" -D "$tmp" -U postgres --auth=trust --encoding=UTF8 $waldir \
       --locale="$locale" >"$STATE_DIR/postgres-initdb.log" 2>&1; then
     cat "$STATE_DIR/postgres-initdb.log" >&2
     rm -rf "$tmp"
@@ -184,10 +203,11 @@ copy_primary() {
   mkdir -p "$tmp"
   if [[ $EUID -eq 0 ]]; then chown "$PG_USER:" "$tmp"; fi
   chmod 700 "$tmp"
-  local slot="standby_$PORT"
+  local slot="standby_$PORT" waldir
+  waldir="$(waldir_option)"
   # -c fast: an immediate checkpoint (a spread one waits up to minutes on an idle primary).
   if ! as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$primary" -U postgres -D "$tmp" -R -X stream -c fast \
-      -C -S "$slot" >"$STATE_DIR/postgres-basebackup.log" 2>&1; then
+      -C -S "$slot" $waldir >"$STATE_DIR/postgres-basebackup.log" 2>&1; then
     cat "$STATE_DIR/postgres-basebackup.log" >&2
     rm -rf "$tmp"
     die "pg_basebackup from 127.0.0.1:$primary failed"
