@@ -31,6 +31,7 @@ packages=(
   libpqxx-dev librdkafka-dev rapidjson-dev libyaml-cpp-dev libgtest-dev googletest
   postgresql postgresql-client
   maven
+  nftables   # scripts/cluster.sh's network partition (the production fault tests)
 )
 # A Java runtime only if there is none (the machine may bring its own JDK).
 command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)

@@ -525,6 +525,25 @@ bool NotifyListener::ReceiveUntil(const std::function<bool(const std::string&)>&
   return false;
 }
 
+FeedReplica ExpectFeedEqualsTables(const std::string& brokers, const std::string& feed_topic,
+                                   const Config& config) {
+  FeedReplica replica;
+  for (const FeedRecord& record : ConsumeFeedTopic(brokers, feed_topic)) {
+    replica.Apply(record);
+  }
+  EXPECT_GT(replica.records(), 0u);
+  EXPECT_EQ(0u, replica.duplicates()) << "sequence numbers seen twice";
+  EXPECT_EQ(0u, replica.reorders()) << "keys that went back to an older document";
+  std::vector<uint64_t> gaps = replica.Gaps();
+  EXPECT_TRUE(gaps.empty()) << "first missing sequence number: " << (gaps.empty() ? 0 : gaps[0]);
+  EXPECT_EQ(replica.records(), replica.max_sequence());
+  EXPECT_EQ("", replica.Diff(FeedExpectation(config)));
+  // What the relay recorded agrees with what is on the topic.
+  EXPECT_EQ(std::to_string(replica.max_sequence()),
+            Sql("select sequence from " + config.store.schema + ".feed_state")[0]);
+  return replica;
+}
+
 bool WaitUntil(const std::function<bool()>& condition, int seconds) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   while (std::chrono::steady_clock::now() < deadline) {

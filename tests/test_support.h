@@ -344,6 +344,14 @@ std::map<std::string, std::map<std::string, std::string>> FeedExpectation(
 std::vector<FeedRecord> ConsumeFeedTopic(const std::string& brokers, const std::string& topic,
                                          int seconds = 120);
 
+// The feed topic `feed_topic` of `config` read to its end (ConsumeFeedTopic)
+// and checked as a consumer sees it: records there, no sequence number twice,
+// none missing, no key back to an older document, the replica equal to the
+// tables of `config` (FeedExpectation) and the relay's recorded sequence
+// (feed_state) the last one on the topic. Returns the replica.
+FeedReplica ExpectFeedEqualsTables(const std::string& brokers, const std::string& feed_topic,
+                                   const Config& config);
+
 }  // namespace testing
 }  // namespace denormd
 

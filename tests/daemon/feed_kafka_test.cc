@@ -107,21 +107,7 @@ bool Done(const FeedSetup& s, uint64_t events) {
 // The feed topic read to its end; its checks, and the replica against the
 // tables. Returns the replica for more checks.
 FeedReplica ExpectTheFeedEqualsTheTables(const FeedSetup& s) {
-  FeedReplica replica;
-  for (const testing::FeedRecord& record : testing::ConsumeFeedTopic(s.brokers, s.feed_topic)) {
-    replica.Apply(record);
-  }
-  EXPECT_GT(replica.records(), 0u);
-  EXPECT_EQ(0u, replica.duplicates()) << "sequence numbers seen twice";
-  EXPECT_EQ(0u, replica.reorders()) << "keys that went back to an older document";
-  std::vector<uint64_t> gaps = replica.Gaps();
-  EXPECT_TRUE(gaps.empty()) << "first missing sequence number: " << (gaps.empty() ? 0 : gaps[0]);
-  EXPECT_EQ(replica.records(), replica.max_sequence());
-  EXPECT_EQ("", replica.Diff(testing::FeedExpectation(s.config)));
-  // What the relay recorded agrees with what is on the topic.
-  EXPECT_EQ(std::to_string(replica.max_sequence()),
-            Sql("select sequence from " + s.schema + ".feed_state")[0]);
-  return replica;
+  return testing::ExpectFeedEqualsTables(s.brokers, s.feed_topic, s.config);
 }
 
 void ExpectExactRandomTables(const FeedSetup& s) {
