@@ -2204,6 +2204,10 @@ def main():
     g.add_argument("--soak-fraction", type=float, default=0.5, metavar="F",
                    help="the soak's rate as a fraction of denormd run's measured CHANGES "
                         "events/s (default 0.5)")
+    g.add_argument("--soak-base", choices=["run", "feed"], default="run",
+                   help="whose measured CHANGES rate --soak-fraction applies to: denormd run's "
+                        "(default) or denormd run + change feed's (the feed contender is then "
+                        "run first)")
     g.add_argument("--soak-sample-seconds", type=float, default=30, metavar="S",
                    help="sampling interval of the soak (default 30)")
     g.add_argument("--soak-retention-interval", type=int, default=0, metavar="S",
@@ -2242,7 +2246,8 @@ def main():
             p.error("--soak-minutes needs Kafka (drop --skip-kafka)")
         # The soak needs the loaded store and denormd run's rate only.
         args.skip_kstreams = args.skip_triggers = args.skip_relational = True
-        args.skip_floor = args.skip_feed = True
+        args.skip_floor = True
+        args.skip_feed = args.soak_rate > 0 or args.soak_base != "feed"
         args.scale_small = 0
     run_stamp = datetime.now().strftime("%Y%m%d%H%M%S")
     if args.results is None:

@@ -329,11 +329,17 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
     if args.soak_rate:
         rate, how = args.soak_rate, "--soak-rate"
     else:
-        base = h.run_rate(results)
+        if args.soak_base == "feed":
+            feed = results["contenders"].get("feed", {})
+            base = feed["changes"]["rate"] if feed.get("changes") and not feed.get("wrong") else None
+            whose = "denormd run + feed's"
+        else:
+            base, whose = h.run_rate(results), "denormd run's"
         if not base:
-            raise h.BenchError("soak: no measured denormd run rate (and no --soak-rate)")
-        rate, how = args.soak_fraction * base, f"{args.soak_fraction:.0%} of denormd run's CHANGES rate"
-        r["run_rate"] = base
+            raise h.BenchError(f"soak: no measured {whose} rate (and no --soak-rate)")
+        rate, how = args.soak_fraction * base, f"{args.soak_fraction:.0%} of {whose} CHANGES rate"
+        r["base_rate"] = base
+    r["run_rate"] = h.run_rate(results)
     r.update({"rate": rate, "how": how})
     schema = h.SCHEMAS["ref"]
     h.ref_advance(env, ref, changes, n_changes)
