@@ -550,9 +550,14 @@ def verdicts(soak):
     s15 = _at(samples, w["size_at"])
     s_last = _at(samples, end - w["last"])
     growing = []
+    cut = s_last["minute"]
+    earlier = [s for s in samples if s15["minute"] - 1e-9 <= s["minute"] < cut - 1e-9] or [s15]
+    last = [s for s in samples if s["minute"] >= cut - 1e-9]
     for g in GROUPS:
         v15, v_last, v_end = (x["groups"][g]["bytes"] for x in (s15, s_last, samples[-1]))
-        grows = still_grows(v_last, v_end)
+        high_before = max(s["groups"][g]["bytes"] for s in earlier)
+        high_last = max(s["groups"][g]["bytes"] for s in last)
+        grows = still_grows(high_before, high_last)
         if grows:
             growing.append(g)
         span = samples[-1]["minute"] - s_last["minute"]
@@ -560,7 +565,8 @@ def verdicts(soak):
                     f"{w['last']:g} min",
                     f"{mib(v15)} → {mib(v_end)} MiB; {mib(v_last)} → {mib(v_end)} MiB in the "
                     f"last {w['last']:g} min"
-                    + (f" ({(v_end - v_last) / 2**20 / span:+,.1f} MiB/min)" if span else ""),
+                    + (f" ({(v_end - v_last) / 2**20 / span:+,.1f} MiB/min)" if span else "")
+                    + f"; highest {mib(high_before)} before it, {mib(high_last)} in it",
                     "still grows" if grows else "flat"))
     out.append(("table sizes bounded (no group still growing)",
                 ", ".join(growing) + " still growing" if growing else "all flat",
@@ -569,8 +575,10 @@ def verdicts(soak):
 
 
 def still_grows(before, after):
-    """A group still grows when it grew in the last window by more than 2 % and 1 MiB (a
-    table PostgreSQL vacuums in time reuses its space: its size levels off)."""
+    """A group still grows when its highest size in the last window is above its highest
+    between the size reference point and that window by more than 2 % and 1 MiB (a table
+    vacuumed or pruned in time reuses its space: its size levels off, or saws up and down
+    under a ceiling)."""
     return after - before > max(0.02 * before, 2**20)
 
 
