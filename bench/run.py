@@ -49,8 +49,15 @@ another process stops before starting or dropping anything; schemas are dropped 
 server whose data directory is this state dir's, and only those the harness marked as its
 own (a comment on the schema).
 
+Soak mode (--soak-minutes M, bench/soak.py): the ceiling, denormd replay and denormd run
+only, then one `denormd run` with the change feed on for M minutes at --soak-fraction of
+denormd run's rate (or --soak-rate), fed an endless change stream of the workload's shape,
+sampled every --soak-sample-seconds (RSS, freshness, batch time, table sizes and dead
+tuples); a table, an SVG plot (-soak.svg) and three verdicts. See bench/README.md.
+
 Examples:
   bench/run.py                                    # the default size (the issue's)
+  bench/run.py --soak-minutes 60                  # the soak: an hour at 50% of the rate
   bench/run.py --authors 500 --books 5000 --posts 50 --comments 50000 --changes 10000
   bench/run.py --skip-kafka --no-build --keep-services
 """
@@ -80,6 +87,7 @@ sys.path.insert(0, BENCH)
 sys.dont_write_bytecode = True  # no bench/__pycache__
 import kafka_produce  # noqa: E402  (bench/kafka_produce.py)
 import relational  # noqa: E402  (bench/relational.py)
+import soak  # noqa: E402  (bench/soak.py)
 
 COLLECTIONS = ["authors", "books", "posts", "post_comments"]
 # The default run is a tenth of the issue's sizes, so that the whole benchmark
@@ -2185,6 +2193,30 @@ def main():
     g.add_argument("--scale-small", type=float, default=0.1, metavar="F",
                    help="the scaling run's store: F x the entity counts, same change-stream "
                         "length (default 0.1; 0: skip)")
+    g = p.add_argument_group("soak mode (bench/soak.py)")
+    g.add_argument("--soak-minutes", type=float, default=0, metavar="M",
+                   help="run the soak instead of the other contenders: one denormd run with "
+                        "the change feed on, fed for M minutes (the issue's: 60); windows of "
+                        "the verdicts scale by M/60 (default 0: no soak)")
+    g.add_argument("--soak-rate", type=float, default=0, metavar="EVENTS_PER_S",
+                   help="the soak's input rate (default: --soak-fraction of denormd run's "
+                        "measured CHANGES events/s)")
+    g.add_argument("--soak-fraction", type=float, default=0.5, metavar="F",
+                   help="the soak's rate as a fraction of denormd run's measured CHANGES "
+                        "events/s (default 0.5)")
+    g.add_argument("--soak-base", choices=["run", "feed"], default="run",
+                   help="whose measured CHANGES rate --soak-fraction applies to: denormd run's "
+                        "(default) or denormd run + change feed's (the feed contender is then "
+                        "run first)")
+    g.add_argument("--soak-sample-seconds", type=float, default=30, metavar="S",
+                   help="sampling interval of the soak (default 30)")
+    g.add_argument("--soak-retention-interval", type=int, default=0, metavar="S",
+                   help="the soak daemon's retention.interval_s (how often it prunes lock "
+                        "rows, zero counters and old tombstones; default: denormd's, 3600)")
+    g.add_argument("--soak-autovacuum", action="store_true",
+                   help="per-table autovacuum settings on the soak store's tables (after 1%% "
+                        "dead rows, unthrottled; bench/soak.py AUTOVACUUM; default: "
+                        "PostgreSQL's)")
     g = p.add_argument_group("services and output")
     g.add_argument("--state-dir", default=os.path.join(REPO, ".local", "bench"),
                    help="DENORMD_STATE_DIR of the benchmark's own PostgreSQL and Kafka "
@@ -2209,6 +2241,14 @@ def main():
                         "STATE_DIR/results/run-<date>.md, the raw figures beside it as .json; "
                         "with --record bench/results/latest.md)")
     args = p.parse_args()
+    if args.soak_minutes:
+        if args.skip_kafka:
+            p.error("--soak-minutes needs Kafka (drop --skip-kafka)")
+        # The soak needs the loaded store and denormd run's rate only.
+        args.skip_kstreams = args.skip_triggers = args.skip_relational = True
+        args.skip_floor = True
+        args.skip_feed = args.soak_rate > 0 or args.soak_base != "feed"
+        args.scale_small = 0
     run_stamp = datetime.now().strftime("%Y%m%d%H%M%S")
     if args.results is None:
         args.results = (os.path.join(BENCH, "results", "latest.md") if args.record else
@@ -2262,13 +2302,16 @@ def main():
                                         f"{os.path.relpath(env.work, REPO)}): " + str(e).splitlines()[0])
         if not args.skip_triggers:
             trigger_contenders(env, results, load, changes, n_load, n_changes, ref)
-        if not args.skip_kafka:
+        if not args.skip_kafka and not args.soak_minutes:
             freshness(env, results, changes, n_changes, sizes, ref, run_id)
         if small_dir:
             scaling(env, results, small_dir, n_changes)
         if not args.skip_floor:  # last: its writes and WAL come after every timed daemon run
             write_floor(env, results, changes, n_changes, configs[SCHEMAS["floor"]])
             drop_schema(env, SCHEMAS["floor"])
+        if args.soak_minutes:
+            soak.run(sys.modules[__name__], env, results, changes, n_changes, sizes, ref, run_id,
+                     wdir)
     except BenchError as e:
         print(f"bench: error: {e}", file=sys.stderr)
         code = 1
@@ -2295,6 +2338,8 @@ def main():
                                        size_targets(results)[1] * 1000))
         table = report(env, results, args, sizes, locals().get("n_load", 0),
                        locals().get("n_changes", 0)) if "n_load" in locals() else ""
+        soak.write_plot(results, args.results)
+        table += "\n".join(soak.report(results))
         print(table)
         header = [
             "# denormd benchmark: latest results", "",
