@@ -10,7 +10,8 @@
 # The production topology on this one machine, for fault tests and the benchmark:
 # a 3-node Apache Kafka cluster (KRaft, each node broker and controller, from the
 # same Maven jars as scripts/kafka.sh; replication factor 3 and
-# min.insync.replicas 2 for new and internal topics) and a PostgreSQL primary
+# min.insync.replicas 2 for new and internal topics; a broker that stops
+# heartbeating fenced after 5 s, not 9) and a PostgreSQL primary
 # with a streaming standby (Debian's PostgreSQL, physical replication from a
 # slot; scripts/postgres.sh with DENORMD_PG_STANDBY_OF), synchronous
 # (synchronous_standby_names '*': a commit is acknowledged once the standby has
@@ -81,9 +82,19 @@ bootstrap() {
   for n in "${NODES[@]}"; do out+="${out:+,}127.0.0.1:$(broker_port "$n")"; done
   echo "$out"
 }
+# What the nodes add to kafka.sh's configuration: a broker that stops
+# heartbeating is fenced by the controller after 5 s instead of 9 s, so the
+# leaders and the group and transaction coordinators it held move sooner (a
+# client can move no faster than that).
+broker_extra_config() {
+  local file="$STATE_DIR/kafka-extra.properties"
+  printf '%s\n' "broker.session.timeout.ms=5000" "broker.heartbeat.interval.ms=1000" >"$file"
+  echo "$file"
+}
 # One node's scripts/kafka.sh: its own state dir and ports, the cluster's voters.
 kafka() {
   local n="$1"; shift
+  DENORMD_KAFKA_EXTRA_CONFIG="$(broker_extra_config)" \
   DENORMD_STATE_DIR="$STATE_DIR/kafka-$n" DENORMD_KAFKA_PORT="$(broker_port "$n")" \
     DENORMD_KAFKA_NODE_ID="$n" DENORMD_KAFKA_VOTERS="$(voters)" DENORMD_KAFKA_REPLICATION=3 \
     DENORMD_KAFKA_CLUSTER_ID="$(cluster_id)" DENORMD_KAFKA_START_TIMEOUT=180 \
@@ -269,12 +280,26 @@ cmd_disk() {
   esac
 }
 
+# Everything is thrown away, so nothing is stopped gracefully: a broker's
+# controlled shutdown waits long once the quorum is gone.
 cmd_clean() {
-  cmd_stop >/dev/null 2>&1 || true
-  nft delete table inet "$NFT_TABLE" 2>/dev/null || true
-  local role
+  local n role pid
+  for n in "${NODES[@]}"; do
+    pid="$(cat "$STATE_DIR/kafka-$n/kafka/kafka.pid" 2>/dev/null || true)"
+    [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null || true
+  done
   for role in primary standby; do
-    if mountpoint -q "$STATE_DIR/pg-$role"; then umount "$STATE_DIR/pg-$role"; fi
+    pid="$(head -1 "$STATE_DIR/pg-$role/postgres/postmaster.pid" 2>/dev/null || true)"
+    [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null || true
+  done
+  nft delete table inet "$NFT_TABLE" 2>/dev/null || true
+  for role in primary standby; do
+    # The server's processes end when they notice their postmaster gone.
+    for _ in $(seq 1 100); do
+      mountpoint -q "$STATE_DIR/pg-$role" || break
+      umount "$STATE_DIR/pg-$role" 2>/dev/null && break
+      sleep 0.1
+    done
   done
   rm -rf "${STATE_DIR:?}"
 }
