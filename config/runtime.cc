@@ -193,7 +193,8 @@ void ReadBatch(ConfigReader& reader, const Item& item, Config* config) {
 void ReadFeed(ConfigReader& reader, const Item& item, Config* config) {
   FeedPlaces places;
   ReadFeedKeys(reader, item, config, &places);
-  CheckFeed(reader, places, config);
+  // Not a map (reported): there is no feed to check.
+  if (config->feed) CheckFeed(reader, places, config);
 }
 
 void ReadRetention(ConfigReader& reader, const Item& item, Config* config) {
