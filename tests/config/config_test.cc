@@ -928,6 +928,14 @@ TEST(FeedConfigTest, EveryMistakeIsReported) {
                    .feed->brokers.empty());
 }
 
+TEST(FeedConfigTest, AFeedThatIsNotAMapIsAnErrorNotACrash) {
+  // The checks made once the whole file is read have no feed to check then.
+  ExpectOnlyError(std::string(kFeedHead) + "feed: 1\n", "expected a map, found the scalar \"1\"",
+                  8, "feed");
+  ExpectOnlyError(std::string(kFeedHead) + "feed: [x, y]\n", "expected a map, found a list", 8,
+                  "feed");
+}
+
 TEST(FeedConfigTest, TheFeedsTablesAreReservedNames) {
   ExpectOnlyError(std::string(kHead) + "  outbox: {from: book}\n", "clashes with a table", 4,
                   "projections.outbox");
