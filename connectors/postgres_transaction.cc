@@ -1239,10 +1239,19 @@ class PostgresTransaction : public StoreTransaction,
     bool may_refuse;  // false: `check` only counts, and may run after COMMIT
   };
 
-  // Queues the prepared statement `sql` with `args` as literals.
+  // Queues the prepared statement `sql` with `args` as literals. Preparing
+  // it and quoting the literals use the connection, which may be gone: that
+  // failure is kept and becomes the transaction's at its next read or
+  // commit (the callers return a Status and must not throw).
   template <typename... Args>
   void Defer(Deferred deferred, const std::string& sql, const Args&... args) {
-    deferred.sql = ExecuteText(sql, args...);
+    if (!broken_.ok()) return;
+    try {
+      deferred.sql = ExecuteText(sql, args...);
+    } catch (const std::exception& e) {
+      broken_ = FromPostgresException(e, deferred.what);
+      return;
+    }
     pending_.push_back(std::move(deferred));
   }
 
@@ -1265,6 +1274,7 @@ class PostgresTransaction : public StoreTransaction,
   // refused by its check (the read's result is then not used), else the
   // read's own exception, or returns the read's result.
   pqxx::result Flush(const std::string* read) {
+    if (!broken_.ok()) throw StatusError(broken_);  // a statement could not be queued
     std::vector<Deferred> sent;
     sent.swap(pending_);
     if (sent.empty() && read == nullptr) return pqxx::result();
@@ -1308,7 +1318,7 @@ class PostgresTransaction : public StoreTransaction,
   // counts the round trip.
   template <typename... Args>
   pqxx::result Run(const std::string& sql, Args&&... args) {
-    if (!pending_.empty()) {
+    if (!pending_.empty() || !broken_.ok()) {
       const std::string text = ExecuteText(sql, args...);
       return Flush(&text);
     }
@@ -1317,6 +1327,7 @@ class PostgresTransaction : public StoreTransaction,
   }
 
   pqxx::nontransaction work_;
+  Status broken_ = Status::Ok();  // why a statement could not be queued (Defer)
   ConnectionState& state_;
   std::string schema_;
   const ChangeCapture& capture_;

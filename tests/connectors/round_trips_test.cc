@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "daemon/replay.h"
+#include "formats/decoder.h"
 #include "projections/stream.h"
 #include "projections/maintenance.h"
 #include "tests/test_support.h"
@@ -121,6 +122,38 @@ TEST(RoundTrips, AFencedPositionThatMovedFailsTheCommitWithConflict) {
 
   ASSERT_TRUE(save(std::nullopt, 5).ok());  // unfenced: moves it anyway
   EXPECT_EQ(std::vector<std::string>({"5 3"}), stored());
+}
+
+// A deferred statement is prepared and its literals quoted on the
+// connection when it is queued. A connection lost by then fails the batch
+// as a lost read does (Transient: the batch is retried on a new connection)
+// instead of throwing out of the store: that exception ended `denormd run`
+// with std::terminate when the PostgreSQL primary was killed
+// (tests/production, StandbyPromoted).
+TEST(RoundTrips, AConnectionLostBeforeAStatementIsQueuedFailsTheBatchTransiently) {
+  testing::ArticleOnPostgres article;
+  std::vector<std::string> pid;
+  ASSERT_TRUE(article.store.Execute("select pg_backend_pid()", &pid).ok());
+  ASSERT_EQ(1u, pid.size());
+  // The server ends the store's connection; the store learns it on its
+  // next statement, which is the batch's first lock (deferred, and not yet
+  // prepared on this connection).
+  ASSERT_EQ(std::vector<std::string>{"t"}, testing::Sql("select pg_terminate_backend(" + pid[0] + ")"));
+  const EventBatch batch = DecodeBatch(
+      article.decoder,
+      {testing::LogRecord({"file:lost", 0, 1},
+                          R"({"type": "author", "id": "a9", "op": "upsert", "version": 1,)"
+                          R"( "data": {"firstName": "Ada"}})")});
+  BatchStats stats;
+  Status status;
+  ASSERT_NO_THROW(status = article.applier.Apply(&article.store, batch, &stats));
+  EXPECT_TRUE(status.IsTransient()) << status.ToString();
+  // The retry connects again and applies it.
+  ASSERT_NO_THROW(status = article.applier.Apply(&article.store, batch, &stats));
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(std::vector<std::string>{"Ada"},
+            testing::Sql("select doc->>'firstName' from " + article.config.store.schema +
+                         ".authors where id = 'a9'"));
 }
 
 }  // namespace
