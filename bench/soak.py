@@ -41,6 +41,10 @@ import time
 import generate_workload  # noqa: E402  (bench/generate_workload.py: the Zipf sampler)
 import kafka_produce  # noqa: E402
 
+# The sustained-rate measurement's backlog: events sent ahead of what the daemon has
+# committed (several of its largest batches, so it never waits for input).
+SUSTAINED_BACKLOG = 20_000
+
 # Table groups, in the order of the table's columns. A table not named here is "other".
 GROUPS = ["collections", "entities", "refs", "outbox", "locks", "other"]
 GROUP_TABLES = {"entities": {"entities"}, "refs": {"refs", "ref_counts"},
@@ -243,7 +247,11 @@ class Producer(threading.Thread):
     """Sends stream.next() at `rate` per second until `seconds` have passed or stop is set,
     as kafka_produce.produce_at_rate does (each record stamped with the moment it became
     due, so a producer behind schedule counts against freshness), at most 2,000 records per
-    request. sent, elapsed, max_lag and error are read by the sampler."""
+    request. sent, elapsed, max_lag and error are read by the sampler.
+
+    With rate None it runs closed-loop instead (the sustained-rate measurement): it sends
+    whenever fewer than `limit` events have been sent, `limit` being raised by the caller
+    as the daemon commits, so that a fixed backlog stays ahead of the daemon."""
 
     def __init__(self, brokers, topic, stream, rate, seconds):
         super().__init__(daemon=True)
@@ -252,6 +260,7 @@ class Producer(threading.Thread):
         self.stop = threading.Event()
         self.sent, self.elapsed, self.max_lag, self.error = 0, 0.0, 0.0, None
         self.start_time = None
+        self.limit = 0
 
     def run(self):
         try:
@@ -261,6 +270,15 @@ class Producer(threading.Thread):
                 now = time.time()
                 if now - start >= self.seconds:
                     break
+                if self.rate is None:
+                    n = min(self.limit, i + 2000)
+                    if n > i:
+                        stamp = int(now * 1000)
+                        self.producer.send([(stamp,) + self.stream.next() for _ in range(i, n)])
+                        i = self.sent = n
+                    else:
+                        time.sleep(0.01)
+                    continue
                 due = int((now - start) * self.rate) + 1
                 if due > i:
                     n = min(due, i + 2000)
@@ -326,9 +344,10 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
     args = env.args
     r = results["soak"] = {"minutes": args.soak_minutes, "sample_seconds": args.soak_sample_seconds,
                            "samples": []}
+    rate = None  # --soak-base sustained: measured below, once the daemon runs
     if args.soak_rate:
         rate, how = args.soak_rate, "--soak-rate"
-    else:
+    elif args.soak_base != "sustained":
         if args.soak_base == "feed":
             feed = results["contenders"].get("feed", {})
             base = feed["changes"]["rate"] if feed.get("changes") and not feed.get("wrong") else None
@@ -340,7 +359,8 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
         rate, how = args.soak_fraction * base, f"{args.soak_fraction:.0%} of {whose} CHANGES rate"
         r["base_rate"] = base
     r["run_rate"] = h.run_rate(results)
-    r.update({"rate": rate, "how": how})
+    if rate is not None:
+        r.update({"rate": rate, "how": how})
     schema = h.SCHEMAS["ref"]
     h.ref_advance(env, ref, changes, n_changes)
     h.log("soak: building the soak stream's state from the workload (load + changes)")
@@ -376,6 +396,15 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
                 f"select tablename from pg_tables where schemaname = '{schema}'")]
             env.psql("; ".join(f'alter table "{schema}"."{t}" set ({", ".join(AUTOVACUUM)})'
                                for t in tables))
+        base_sent = 0
+        if rate is None:
+            m = r["sustained"] = measure_sustained(h, env, d, schema, topic, stream, args)
+            base_sent = m["sent"]
+            base = r["base_rate"] = m["rate"]
+            rate = args.soak_fraction * base
+            how = (f"{args.soak_fraction:.0%} of the {base:,.0f} events/s denormd run + feed "
+                   f"sustained over {m['window']:.0f} s")
+            r.update({"rate": rate, "how": how})
         h.log(f"soak: producing at {rate:,.0f} events/s ({how}) for {args.soak_minutes:g} min, "
               f"sampling every {args.soak_sample_seconds:g} s (samples: "
               f"{os.path.relpath(samples_path, h.REPO)})")
@@ -384,6 +413,7 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
                   "batch_count": h.metric_value(text, "denormd_batch_duration_seconds_count") or 0,
                   "batch_sum": h.metric_value(text, "denormd_batch_duration_seconds_sum") or 0}
         producer = Producer(env.brokers, topic, stream, rate, seconds)
+        producer.base = base_sent  # the measurement's events, already applied
         producer.start()
         while producer.start_time is None and producer.is_alive():
             time.sleep(0.01)
@@ -415,7 +445,7 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
                       + f" MiB; load {s['loadavg']:.1f}, harness CPU {s['harness_cpu']:.0%}")
         producer.stop.set()
         producer.join(30)
-        r.update({"sent": producer.sent, "elapsed": producer.elapsed,
+        r.update({"sent": producer.sent, "sent_before": base_sent, "elapsed": producer.elapsed,
                   "producer_max_lag": producer.max_lag, "mix": dict(stream.counts)})
         h.log(f"soak: production stopped after {producer.sent:,} events; waiting for the daemon "
               "to apply them and the relay to empty the outbox")
@@ -424,11 +454,12 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
         while True:
             done = h.positions_total(env, schema, topic)
             waiting = int(env.scalar(f'select count(*) from "{schema}".outbox'))
-            if done >= producer.sent and waiting == 0:
+            if done >= base_sent + producer.sent and waiting == 0:
                 caught = time.time()
                 break
             if time.time() > deadline or not d.alive():
-                raise h.BenchError(f"soak: no catch-up after production ({done:,}/{producer.sent:,} "
+                raise h.BenchError(f"soak: no catch-up after production ({done:,}/"
+                                   f"{base_sent + producer.sent:,} "
                                    f"events, {waiting} outbox rows):\n" + d.log_text()[-3000:])
             time.sleep(0.2)
         r["catch_up_seconds"] = caught - (start + producer.elapsed)
@@ -447,12 +478,66 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
         d.stop()
         r["peak_rss_kib"] = d.rss_kib
     p = r["positions"]
-    if p["stale"] or p["dead"] or p["applied"] != r["sent"]:
-        results["notes"].append(f"soak: of {r['sent']:,} events sent, {p['applied']:,} applied, "
+    total = r["sent"] + r["sent_before"]
+    if p["stale"] or p["dead"] or p["applied"] != total:
+        results["notes"].append(f"soak: of {total:,} events sent, {p['applied']:,} applied, "
                                 f"{p['stale']:,} stale, {p['dead']:,} dead (all should apply)")
-    h.log(f"soak: done: {r['sent']:,} events, {p['applied']:,} applied, {p['stale']} stale, "
+    h.log(f"soak: done: {total:,} events, {p['applied']:,} applied, {p['stale']} stale, "
           f"{p['dead']} dead; caught up {r['catch_up_seconds']:.1f} s after production; peak RSS "
           f"{(d.rss_kib or 0) // 1024} MiB")
+
+
+def measure_sustained(h, env, d, schema, topic, stream, args):
+    """The rate `d` (denormd run with the feed on) sustains: the soak stream sent closed-loop
+    for --soak-measure-seconds, a backlog of SUSTAINED_BACKLOG events kept ahead of what the
+    daemon has committed, so it always has work and never a growing queue; the rate is what
+    it committed after the first --soak-measure-warmup seconds, divided by the time. Then the
+    daemon drains the backlog. Returns {rate, window, sent, minutes: [per-minute rates]}."""
+    seconds, warmup = args.soak_measure_seconds, args.soak_measure_warmup
+    h.log(f"soak: measuring the sustained rate: {seconds:g} s closed-loop, "
+          f"{SUSTAINED_BACKLOG:,} events ahead of the daemon, the first {warmup:g} s not counted")
+    producer = Producer(env.brokers, topic, stream, None, seconds)
+    producer.limit = SUSTAINED_BACKLOG
+    producer.start()
+    points = []  # (seconds since start, committed)
+    start = time.time()
+    try:
+        while time.time() - start < seconds:
+            if not d.alive():
+                raise h.BenchError("soak: denormd run exited while measuring its rate "
+                                   f"({d.proc.returncode}):\n" + d.log_text()[-3000:])
+            if producer.error:
+                raise h.BenchError(f"soak: the producer failed: {producer.error}")
+            committed = h.positions_total(env, schema, topic)
+            points.append((time.time() - start, committed))
+            producer.limit = committed + SUSTAINED_BACKLOG
+            if len(points) > 60 and len(points) % 60 == 1:
+                a = points[-61]
+                h.log(f"soak: measuring: {points[-1][0]:.0f} s, {committed:,} committed, "
+                      f"{(committed - a[1]) / (points[-1][0] - a[0]):,.0f} events/s over the "
+                      "last minute")
+            time.sleep(1.0)
+    finally:
+        producer.stop.set()
+        producer.join(30)
+    if producer.error:
+        raise h.BenchError(f"soak: the producer failed: {producer.error}")
+    t0, c0 = next(p for p in points if p[0] >= warmup)
+    t1, c1 = points[-1]
+    minutes = []
+    for a, b in zip(points, points[60::60]):
+        minutes.append(round((b[1] - a[1]) / (b[0] - a[0])))
+    rate = (c1 - c0) / (t1 - t0)
+    deadline = time.time() + 300
+    while h.positions_total(env, schema, topic) < producer.sent:
+        if time.time() > deadline or not d.alive():
+            raise h.BenchError("soak: the daemon did not drain the measurement's backlog:\n"
+                               + d.log_text()[-3000:])
+        time.sleep(0.2)
+    h.log(f"soak: sustained {rate:,.0f} events/s over {t1 - t0:.0f} s (per minute: "
+          + ", ".join(f"{m:,}" for m in minutes) + f"); {producer.sent:,} events sent, drained")
+    return {"rate": rate, "window": t1 - t0, "sent": producer.sent, "minutes": minutes,
+            "backlog": SUSTAINED_BACKLOG, "seconds": seconds, "warmup": warmup}
 
 
 def cpu_seconds():
@@ -478,7 +563,7 @@ def sample(h, env, d, schema, topic, producer, start, before):
          "p99_beyond": len(delta) > 1 and delta[-1][1] - delta[-2][1] > 0.01 * delta[-1][1],
          "batches": int(batches),
          "batch_mean": (total - before["batch_sum"]) / batches if batches else None,
-         "sent": producer.sent, "committed": committed,
+         "sent": getattr(producer, "base", 0) + producer.sent, "committed": committed,
          "outbox_rows": int(h.metric_value(text, "denormd_feed_outbox_rows") or 0),
          # the machine's 1-minute load average, and this harness's CPU (the producer and its
          # stream) as a share of one core over the interval
@@ -489,6 +574,10 @@ def sample(h, env, d, schema, topic, producer, start, before):
                                     "from pg_stat_activity") or 0)}
     s["behind"] = s["sent"] - s["committed"]
     s["groups"], s["tables"] = table_stats(h, env, schema)
+    # entities' rows, and of them the tombstones (deleted entities, kept for
+    # retention.tombstone_hours): exact counts, one scan
+    row = env.query(f'select count(*), count(*) filter (where deleted) from "{schema}".entities')[0]
+    s["entity_rows"], s["tombstones"] = int(row[0]), int(row[1])
     before.update({"age": age, "batch_count": count, "batch_sum": total, "cpu": cpu, "at": now})
     return s
 
@@ -553,12 +642,18 @@ def verdicts(soak):
     cut = s_last["minute"]
     earlier = [s for s in samples if s15["minute"] - 1e-9 <= s["minute"] < cut - 1e-9] or [s15]
     last = [s for s in samples if s["minute"] >= cut - 1e-9]
+    tombstones_only = None
     for g in GROUPS:
         v15, v_last, v_end = (x["groups"][g]["bytes"] for x in (s15, s_last, samples[-1]))
         high_before = max(s["groups"][g]["bytes"] for s in earlier)
         high_last = max(s["groups"][g]["bytes"] for s in last)
         grows = still_grows(high_before, high_last)
-        if grows:
+        verdict = "still grows" if grows else "flat"
+        if grows and g == "entities" and "tombstones" in s15:
+            tombstones_only = tombstone_growth(s15, samples[-1], earlier, last)
+            if tombstones_only:
+                verdict = "tombstones only"
+        if grows and verdict == "still grows":
             growing.append(g)
         span = samples[-1]["minute"] - s_last["minute"]
         out.append((f"size of {GROUP_NAMES[g]}: at {w['size_at']:g} min → end; last "
@@ -567,11 +662,39 @@ def verdicts(soak):
                     f"last {w['last']:g} min"
                     + (f" ({(v_end - v_last) / 2**20 / span:+,.1f} MiB/min)" if span else "")
                     + f"; highest {mib(high_before)} before it, {mib(high_last)} in it",
-                    "still grows" if grows else "flat"))
-    out.append(("table sizes bounded (no group still growing)",
-                ", ".join(growing) + " still growing" if growing else "all flat",
+                    verdict))
+    if tombstones_only:
+        out.append(("entities: growth by tombstones only (kept for retention.tombstone_hours, "
+                    "then pruned: bounded by the delete rate times that)", tombstones_only,
+                    "bounded by retention"))
+    out.append(("table sizes bounded (no group still growing, tombstones within their "
+                "retention apart)",
+                ", ".join(growing) + " still growing" if growing else "all flat"
+                + (" but entities' tombstones" if tombstones_only else ""),
                 "NOT MET" if growing else "MET"))
     return out
+
+
+def tombstone_growth(s15, end, earlier, last):
+    """When `entities` grows by tombstones only (its rows other than tombstones do not still
+    grow: their highest count in the last window is at most 2 % above their highest before
+    it), what they cost: a description with the tombstones per hour, bytes per tombstone and
+    the size they reach at the default retention (168 h) at this rate; else None."""
+    def others(s):
+        return s["entity_rows"] - s["tombstones"]
+    high_before, high_last = max(others(s) for s in earlier), max(others(s) for s in last)
+    if high_last > 1.02 * high_before:
+        return None
+    added = end["tombstones"] - s15["tombstones"]
+    minutes = end["minute"] - s15["minute"]
+    if added <= 0 or minutes <= 0:
+        return None
+    per_hour = added / minutes * 60
+    per_row = (end["groups"]["entities"]["bytes"] - s15["groups"]["entities"]["bytes"]) / added
+    return (f"{s15['tombstones']:,} → {end['tombstones']:,} tombstones ({per_hour:,.0f}/h, "
+            f"{per_row:,.0f} bytes each with their index entries); other rows "
+            f"{others(s15):,} → {others(end):,}; at 168 h (the default) and this rate: "
+            f"{per_hour * 168 * per_row / 2**30:,.1f} GiB")
 
 
 def still_grows(before, after):
@@ -618,7 +741,7 @@ def report(results):
     out.append("")
     head = ["minute", "RSS MiB", "events", "behind", "p50", "p99", "batches", "ms per batch",
             "outbox rows"]
-    head += [f"{g} MiB" for g in GROUPS] + ["dead tuples: " + ", ".join(
+    head += [f"{g} MiB" for g in GROUPS] + ["tombstones", "dead tuples: " + ", ".join(
         g for g in GROUPS if g != "other"), "oldest xmin age", "load avg", "harness CPU"]
     out.append("| " + " | ".join(head) + " |")
     out.append("| " + " | ".join("---:" for _ in head) + " |")
@@ -629,16 +752,28 @@ def report(results):
                "—" if s["batch_mean"] is None else f"{s['batch_mean'] * 1000:,.0f}",
                f"{s['outbox_rows']:,}"]
         row += [mib(s["groups"][g]["bytes"]) for g in GROUPS]
+        row.append(f"{s['tombstones']:,}" if "tombstones" in s else "—")
         row.append(" / ".join(f"{s['groups'][g]['dead']:,}" for g in GROUPS if g != "other"))
         row += [f"{s['xmin_age']:,}", f"{s['loadavg']:.1f}", f"{s['harness_cpu']:.0%}"]
         out.append("| " + " | ".join(row) + " |")
     out.append("")
+    m = soak.get("sustained")
+    if m:
+        out.append(f"The rate: before the soak, the same daemon was sent the soak stream "
+                   f"closed-loop for {m['seconds']:g} s, {m['backlog']:,} events kept ahead of "
+                   f"what it had committed; it committed {m['rate']:,.0f} events/s over the "
+                   f"{m['window']:.0f} s after the first {m['warmup']:g} (per minute from the "
+                   f"start: " + ", ".join(f"{x:,}" for x in m["minutes"]) + f"); those "
+                   f"{m['sent']:,} events were drained before the soak started.")
+        out.append("")
     if soak.get("sent") is not None:
         p = soak.get("positions", {})
         out.append(f"Sent {soak['sent']:,} events in {soak['elapsed']:.0f} s "
                    f"({soak['sent'] / soak['elapsed']:,.0f}/s, producer at most "
                    f"{soak['producer_max_lag'] * 1000:,.0f} ms behind schedule); applied "
-                   f"{p.get('applied', 0):,}, stale {p.get('stale', 0):,}, dead {p.get('dead', 0):,}; "
+                   f"{p.get('applied', 0):,}"
+                   + (f" (with the measurement's {soak['sent_before']:,})"
+                      if soak.get("sent_before") else "") + f", stale {p.get('stale', 0):,}, dead {p.get('dead', 0):,}; "
                    f"caught up (topic applied, outbox empty) {soak.get('catch_up_seconds', 0):.1f} s "
                    f"after production stopped; {soak.get('feed_published', 0):,} document changes "
                    f"published; peak RSS {(soak.get('peak_rss_kib') or 0) // 1024} MiB.")

@@ -125,6 +125,21 @@ std::vector<std::string> Sql(const std::string& statement) {
   return rows;
 }
 
+std::string StorageOptions(const std::string& qualified_table) {
+  std::vector<std::string> rows = Sql(
+      "select coalesce(array_to_string(c.reloptions, ','), '') || ' | ' ||"
+      " coalesce(array_to_string(t.reloptions, ','), '') from pg_class c"
+      " left join pg_class t on t.oid = c.reltoastrelid where c.oid = '" + qualified_table +
+      "'::regclass");
+  return rows.empty() ? "(no such table)" : rows[0];
+}
+
+const char* const kChurnTableOptions =
+    "autovacuum_vacuum_scale_factor=0.01,autovacuum_vacuum_threshold=1000,"
+    "autovacuum_vacuum_cost_delay=0,autovacuum_analyze_scale_factor=0.02 | "
+    "autovacuum_vacuum_scale_factor=0.01,autovacuum_vacuum_threshold=1000,"
+    "autovacuum_vacuum_cost_delay=0";
+
 uint64_t SqlCount(const std::string& statement) {
   std::vector<std::string> rows = Sql(statement);
   return rows.empty() ? 0 : std::strtoull(rows[0].c_str(), nullptr, 10);

@@ -130,6 +130,12 @@ Collections ReadCollections(const Config& config);
 // Runs one SQL statement against the test database; returns rows, fields
 // separated by tabs.
 std::vector<std::string> Sql(const std::string& statement);
+// A table's storage parameters and its TOAST table's, as "a=1,b=2 | c=3"
+// (pg_class.reloptions; empty where there are none).
+std::string StorageOptions(const std::string& qualified_table);
+// The storage parameters denormd gives the tables whose rows churn (the
+// reference index, its counters, the lock table, the outbox), in that form.
+extern const char* const kChurnTableOptions;
 
 // The first field of the first row of `statement` as a number (0 when none).
 uint64_t SqlCount(const std::string& statement);

@@ -64,13 +64,18 @@ def check_stream(tmp):
     assert abs(live("book") - books0) < 0.2 * books0, (live("book"), books0)
 
 
-def fake_sample(k, rss_mib, p99, sizes):
+def fake_sample(k, rss_mib, p99, sizes, entity_rows=100_000, tombstones=0):
     groups = {g: {"bytes": int(sizes.get(g, 1) * 2**20), "index_bytes": 0, "live": 1,
                   "dead": 0, "autovacuums": 0} for g in soak.GROUPS}
     return {"t": k * 30.0, "minute": k / 2, "rss_kib": rss_mib * 1024, "events": 1000,
             "behind": 0, "p50": p99 / 2, "p99": p99, "p99_beyond": False, "batches": 10,
             "batch_mean": 0.2, "sent": 1000 * k, "committed": 1000 * k, "outbox_rows": 0,
-            "loadavg": 1.0, "harness_cpu": 0.1, "xmin_age": 0, "groups": groups}
+            "loadavg": 1.0, "harness_cpu": 0.1, "xmin_age": 0, "groups": groups,
+            "entity_rows": entity_rows, "tombstones": tombstones}
+
+
+def bounded(v):
+    return next(x for t, x in v.items() if t.startswith("table sizes bounded"))
 
 
 def check_verdicts():
@@ -84,7 +89,24 @@ def check_verdicts():
     sizes = {t: x[1] for t, x in v.items() if t.startswith("size of")}
     assert sizes["size of collections: at 15 min → end; last 10 min"] == "flat", sizes
     assert sizes["size of lock table: at 15 min → end; last 10 min"] == "still grows", sizes
-    assert v["table sizes bounded (no group still growing)"][1] == "NOT MET", v
+    assert bounded(v)[1] == "NOT MET", v
+    # entities growing by 1 MiB per sample: by tombstones only (the other rows flat) it is
+    # bounded by retention; with the other rows growing too it still grows
+    for others_grow, expect, overall in ((False, "tombstones only", "MET"),
+                                         (True, "still grows", "NOT MET")):
+        samples = [fake_sample(k, 100, 0.05, {"entities": 40 + k},
+                               entity_rows=100_000 + 5_000 * k + (1_000 * k if others_grow else 0),
+                               tombstones=5_000 * k) for k in range(1, 121)]
+        v = {t: (m, verdict) for t, m, verdict in soak.verdicts({"minutes": 60, "samples": samples})}
+        entities = v["size of entities (source rows): at 15 min → end; last 10 min"]
+        assert entities[1] == expect, v
+        assert bounded(v)[1] == overall, v
+        growth = [x for t, x in v.items() if t.startswith("entities: growth by tombstones")]
+        if others_grow:
+            assert not growth, v
+        else:
+            # 5,000 tombstones per sample = 600,000/h; 1 MiB per 5,000 = 210 bytes each
+            assert "600,000/h" in growth[0][0] and "210 bytes" in growth[0][0], growth
     # RSS growing, p99 rising: both NOT MET
     samples = [fake_sample(k, 100 + k, 0.05 * (1 + k / 20), {}) for k in range(1, 121)]
     v = {t: verdict for t, _, verdict in soak.verdicts({"minutes": 60, "samples": samples})}

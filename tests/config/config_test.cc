@@ -292,7 +292,7 @@ TEST(ConfigTest, RetentionHasDefaultsAndEveryKeyCanBeSet) {
   EXPECT_EQ(defaults.tombstone_hours, 168u);
   EXPECT_EQ(defaults.dead_letter_days, 30u);
   EXPECT_EQ(defaults.max_dead_letters, 100000u);
-  EXPECT_EQ(defaults.interval_s, 3600u);
+  EXPECT_EQ(defaults.interval_s, 300u);
   const Config config = MustParse(std::string(kHead) + R"(  p: {from: book}
 retention: {tombstone_hours: 0, dead_letter_days: 2, max_dead_letters: 5, interval_s: 60}
 )");

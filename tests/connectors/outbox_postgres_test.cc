@@ -143,6 +143,14 @@ TEST(OutboxPostgresTest, TheFeedEqualsTheTablesThroughFaults) {
 // A transaction takes a seq, a later one takes a higher seq and commits
 // first: a relay that reads "seq > last published" would skip the first
 // change for good. Snapshot windows publish it when it commits.
+// Every row of the outbox is deleted once published: it is vacuumed after 1 %
+// dead rows, unthrottled (connectors/postgres_store.cc, kChurnTableStorage).
+TEST(OutboxPostgresTest, TheOutboxIsVacuumedEarly) {
+  PostgresFeed feed;
+  EXPECT_EQ(testing::StorageOptions(feed.engine.config.store.schema + ".outbox"),
+            testing::kChurnTableOptions);
+}
+
 TEST(OutboxPostgresTest, ASeqCommittedAfterAHigherOneIsStillPublishedOnce) {
   PostgresFeed f;
   PostgresStore other(f.engine.config, f.engine.config.store.postgres);
