@@ -616,6 +616,8 @@ def verdicts(soak):
         return [("soak", "fewer than 3 samples", "n/a")]
     w = windows(soak["minutes"])
     end = samples[-1]["minute"]
+    if end < w["size_at"]:  # interrupted before the reference points
+        return [("soak", f"ended at {end:g} min, before its reference points", "n/a")]
     s5 = _at(samples, w["rss_at"])
     after = [s["rss_kib"] for s in samples if s["minute"] > s5["minute"]]
     if after:

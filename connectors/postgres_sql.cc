@@ -14,7 +14,11 @@ Status FromPostgresException(const std::exception& e, const std::string& what) {
     return Status::Transient("commit outcome unknown (connection lost during commit): " + message);
   }
   if (dynamic_cast<const pqxx::broken_connection*>(&e) != nullptr) {
-    return Status::Transient(message);
+    // libpq's own words for a lost connection are about its symptom ("Could
+    // not obtain client encoding: not connected."): say what happened first.
+    std::string detail = RedactSecrets(e.what());
+    while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' ')) detail.pop_back();
+    return Status::Transient(what + ": the connection to PostgreSQL was lost (" + detail + ")");
   }
   // Deadlock, serialization failure: the transaction was rolled back.
   if (dynamic_cast<const pqxx::transaction_rollback*>(&e) != nullptr) {

@@ -203,18 +203,18 @@ class PostgresTransaction : public StoreTransaction,
     state_.lock_rows.insert(ids.begin(), ids.end());
     // Deferred: sent with the next read, which runs after the locks are
     // held (or fails with them). A row missing from the result was pruned
-    // since this process last saw it: forgotten, so that the retry of the
-    // batch creates it again.
+    // since this process last saw it, and so, most likely, were the others
+    // it remembers: a prune removes every lock row no batch holds. All are
+    // forgotten, so that the retry of the batch and the batches after it
+    // create their rows again; forgetting only this batch's would fail the
+    // next batches one after another (a soak measured a retry every few
+    // seconds for minutes after each prune).
     const std::string what = "locking " + std::to_string(ids.size()) + " keys";
     Defer({what,
            "",
            [this, ids](const pqxx::result& rows) {
              if (rows.size() == ids.size()) return Status::Ok();
-             std::set<int64_t> locked;
-             for (const auto& row : rows) locked.insert(row[0].as<int64_t>());
-             for (int64_t id : ids) {
-               if (!locked.count(id)) state_.lock_rows.erase(id);
-             }
+             state_.lock_rows.clear();
              return Status::Transient("lock rows vanished while locking (pruned concurrently)");
            },
            [what, nowait](const std::exception& e) {
@@ -1318,7 +1318,10 @@ class PostgresTransaction : public StoreTransaction,
   // counts the round trip.
   template <typename... Args>
   pqxx::result Run(const std::string& sql, Args&&... args) {
-    if (!pending_.empty() || !broken_.ok()) {
+    // A statement that could not be queued failed the transaction: say why,
+    // rather than what preparing this one on the same dead connection says.
+    if (!broken_.ok()) throw StatusError(broken_);
+    if (!pending_.empty()) {
       const std::string text = ExecuteText(sql, args...);
       return Flush(&text);
     }

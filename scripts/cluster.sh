@@ -151,6 +151,12 @@ set_synchronous() {
   psql_at "$1" "alter system set synchronous_standby_names = '$2'" >/dev/null
   psql_at "$1" "select pg_reload_conf()" >/dev/null
 }
+broker_kill() {  # kill -9 of a broker's JVM
+  local pid
+  pid="$(cat "$STATE_DIR/kafka-$1/kafka/kafka.pid" 2>/dev/null || true)"
+  [[ -n "$pid" ]] || { log "broker $1 is not running"; return 0; }
+  kill -9 "$pid" 2>/dev/null && log "killed broker $1 (pid $pid)"
+}
 postgres_kill() {  # kill -9 of the postmaster (its children end with it)
   local dir="$STATE_DIR/pg-$1/postgres" pid
   [[ -f "$dir/postmaster.pid" ]] || { log "postgres $1 is not running"; return 0; }
@@ -283,15 +289,9 @@ cmd_disk() {
 # Everything is thrown away, so nothing is stopped gracefully: a broker's
 # controlled shutdown waits long once the quorum is gone.
 cmd_clean() {
-  local n role pid
-  for n in "${NODES[@]}"; do
-    pid="$(cat "$STATE_DIR/kafka-$n/kafka/kafka.pid" 2>/dev/null || true)"
-    [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null || true
-  done
-  for role in primary standby; do
-    pid="$(head -1 "$STATE_DIR/pg-$role/postgres/postmaster.pid" 2>/dev/null || true)"
-    [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null || true
-  done
+  local n role
+  for n in "${NODES[@]}"; do broker_kill "$n" >/dev/null 2>&1 || true; done
+  for role in primary standby; do postgres_kill "$role" >/dev/null 2>&1 || true; done
   nft delete table inet "$NFT_TABLE" 2>/dev/null || true
   for role in primary standby; do
     # The server's processes end when they notice their postmaster gone.
@@ -320,9 +320,7 @@ case "${1:-}" in
     [[ "${2:-}" =~ ^[123]$ ]] || die "broker N: N is 1, 2 or 3"
     case "${3:-}" in
       start|stop) kafka "$2" "$3" ;;
-      kill)
-        pid="$(cat "$STATE_DIR/kafka-$2/kafka/kafka.pid" 2>/dev/null || true)"
-        [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null && log "killed broker $2 (pid $pid)" ;;
+      kill) broker_kill "$2" ;;
       *) die "broker N start|stop|kill" ;;
     esac ;;
   postgres)

@@ -276,18 +276,9 @@ int RunDenormd(const std::vector<std::string>& args, std::string* output) {
     }
     command += " '" + quoted + "'";
   }
-  command += " 2>&1";
-  output->clear();
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "cannot run " << command;
-    return -1;
-  }
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
-  int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const int code = RunShell(command + " 2>&1", output);
+  if (code == -1) ADD_FAILURE() << "cannot run " << command;
+  return code;
 }
 
 std::string WriteTempFile(const std::string& name, const std::string& text) {
@@ -347,22 +338,28 @@ CommandResult RunDenormdOffline(const std::vector<std::string>& args, const std:
                         args, input);
 }
 
-int RunScript(const std::string& script, const std::vector<std::string>& args,
-              const std::vector<std::pair<std::string, std::string>>& env, std::string* output) {
-  std::string command;
-  for (const auto& e : env) command += e.first + "=" + ShellQuote(e.second) + " ";
-  command += "bash " + ShellQuote(SourcePath("scripts/" + script));
-  for (const std::string& arg : args) command += " " + ShellQuote(arg);
-  command += " 2>/dev/null";
+int RunShell(const std::string& command, std::string* output) {
   output->clear();
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return -1;
   char buffer[4096];
   size_t n;
   while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
-  int status = pclose(pipe);
-  while (!output->empty() && output->back() == '\n') output->pop_back();
+  const int status = pclose(pipe);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int RunScript(const std::string& script, const std::vector<std::string>& args,
+              const std::vector<std::pair<std::string, std::string>>& env, std::string* output,
+              ScriptStderr script_stderr) {
+  std::string command;
+  for (const auto& e : env) command += e.first + "=" + ShellQuote(e.second) + " ";
+  command += "bash " + ShellQuote(SourcePath("scripts/" + script));
+  for (const std::string& arg : args) command += " " + ShellQuote(arg);
+  command += script_stderr == ScriptStderr::kKeep ? " 2>&1" : " 2>/dev/null";
+  const int code = RunShell(command, output);
+  while (!output->empty() && output->back() == '\n') output->pop_back();
+  return code;
 }
 
 std::string WriteKafkaArticleConfig(const std::string& schema, const std::string& brokers,

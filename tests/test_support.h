@@ -174,11 +174,18 @@ std::string WriteTempFile(const std::string& name, const std::string& text);
 // by scripts/test.sh). Fails the test when unset.
 std::string TestKafkaBootstrap();
 
-// Runs scripts/kafka.sh (or postgres.sh) with `args` and the environment
-// given (pairs of NAME, VALUE added to the current one). Returns the exit code;
-// stdout goes to *output.
+// Runs `command` with /bin/sh; its stdout goes to *output. Returns its exit
+// code (-1 when it could not run or was killed by a signal).
+int RunShell(const std::string& command, std::string* output);
+
+// Runs scripts/<script> (kafka.sh, postgres.sh, cluster.sh) with `args` and
+// the environment given (pairs of NAME, VALUE added to the current one).
+// Returns the exit code; stdout (and stderr with kKeep) goes to *output,
+// without its trailing newlines.
+enum class ScriptStderr { kDiscard, kKeep };
 int RunScript(const std::string& script, const std::vector<std::string>& args,
-              const std::vector<std::pair<std::string, std::string>>& env, std::string* output);
+              const std::vector<std::pair<std::string, std::string>>& env, std::string* output,
+              ScriptStderr script_stderr = ScriptStderr::kDiscard);
 
 // A Kafka broker of the test's own (scripts/kafka.sh with a state directory
 // and port of its own), so that stopping it disturbs no other test. Stopped

@@ -112,6 +112,8 @@ def check_verdicts():
     v = {t: verdict for t, _, verdict in soak.verdicts({"minutes": 60, "samples": samples})}
     assert v["RSS within 10 % of its value at 5 min"] == "NOT MET", v
     assert [x for t, x in v.items() if t.startswith("freshness p99")] == ["NOT MET"], v
+    # interrupted before 15 minutes: no verdict, no crash
+    assert soak.verdicts({"minutes": 60, "samples": samples[:3]})[0][2] == "n/a"
     # a 6-minute trial: the windows scale by 6/60
     samples = [fake_sample(k, 100, 0.05, {}) for k in range(1, 13)]
     v = soak.verdicts({"minutes": 6, "samples": samples})

@@ -148,6 +148,8 @@ TEST(RoundTrips, AConnectionLostBeforeAStatementIsQueuedFailsTheBatchTransiently
   Status status;
   ASSERT_NO_THROW(status = article.applier.Apply(&article.store, batch, &stats));
   EXPECT_TRUE(status.IsTransient()) << status.ToString();
+  EXPECT_NE(status.message().find("the connection to PostgreSQL was lost ("), std::string::npos)
+      << status.ToString();
   // The retry connects again and applies it.
   ASSERT_NO_THROW(status = article.applier.Apply(&article.store, batch, &stats));
   EXPECT_TRUE(status.ok()) << status.ToString();

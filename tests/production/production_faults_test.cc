@@ -37,7 +37,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -88,33 +90,27 @@ class Cluster {
     pg_port_ = std::stoi(EnvOr("DENORMD_TEST_FAULT_PG_PORT", "15490"));
   }
 
+  // `args`: words separated by spaces (e.g. "partition postgres cut").
   int Run(const std::string& args, std::string* output = nullptr) const {
-    const std::string command =
-        "DENORMD_CLUSTER_STATE_DIR=" + state_ +
-        " DENORMD_CLUSTER_KAFKA_PORT=" + std::to_string(kafka_port_) +
-        " DENORMD_CLUSTER_PG_PORT=" + std::to_string(pg_port_) +
-        " DENORMD_CLUSTER_PG_DISK_MB=256 bash " + SourcePath("scripts/cluster.sh") + " " + args +
-        " 2>&1";
+    std::vector<std::string> words;
+    std::istringstream in(args);
+    for (std::string word; in >> word;) words.push_back(word);
     std::string text;
-    FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) return -1;
-    char buffer[4096];
-    size_t n;
-    while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) text.append(buffer, n);
-    const int status = pclose(pipe);
+    const int code = testing::RunScript("cluster.sh", words,
+                                        {{"DENORMD_CLUSTER_STATE_DIR", state_},
+                                         {"DENORMD_CLUSTER_KAFKA_PORT", std::to_string(kafka_port_)},
+                                         {"DENORMD_CLUSTER_PG_PORT", std::to_string(pg_port_)},
+                                         {"DENORMD_CLUSTER_PG_DISK_MB", "256"}},
+                                        &text, testing::ScriptStderr::kKeep);
     if (output != nullptr) *output = text;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return code;
   }
 
   int BrokerPort(int node) const { return kafka_port_ + 10 * (node - 1); }
-  std::string Brokers() const {
-    return "127.0.0.1:" + std::to_string(BrokerPort(1)) + ",127.0.0.1:" +
-           std::to_string(BrokerPort(2)) + ",127.0.0.1:" + std::to_string(BrokerPort(3));
-  }
-  std::string PostgresUrl() const {
-    return "postgresql://postgres@127.0.0.1:" + std::to_string(pg_port_) + ",127.0.0.1:" +
-           std::to_string(pg_port_ + 1) + "/denorm?target_session_attrs=read-write";
-  }
+  // What `cluster.sh env` says a client uses: the brokers' bootstrap list and
+  // the multi-host connection string.
+  std::string Brokers() const { return Env("DENORMD_KAFKA_BROKERS"); }
+  std::string PostgresUrl() const { return Env("DENORMD_POSTGRES"); }
 
   // scripts/kafka.sh against a running broker (`node`), with the cluster's
   // replication for the topics it creates.
@@ -142,9 +138,32 @@ class Cluster {
   }
 
  private:
+  // NAME's value in `cluster.sh env` (lines `export NAME=value`, the value
+  // possibly in single quotes); read once.
+  std::string Env(const std::string& name) const {
+    if (env_.empty()) {
+      std::string text;
+      EXPECT_EQ(0, Run("env", &text)) << text;
+      std::istringstream lines(text);
+      for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("export ", 0) != 0 || line.find('=') == std::string::npos) continue;
+        const size_t eq = line.find('=');
+        std::string value = line.substr(eq + 1);
+        if (value.size() >= 2 && value.front() == '\'' && value.back() == '\'') {
+          value = value.substr(1, value.size() - 2);
+        }
+        env_[line.substr(7, eq - 7)] = value;
+      }
+    }
+    const auto it = env_.find(name);
+    EXPECT_NE(it, env_.end()) << "cluster.sh env does not set " << name;
+    return it == env_.end() ? std::string() : it->second;
+  }
+
   std::string state_;
   int kafka_port_;
   int pg_port_;
+  mutable std::map<std::string, std::string> env_;
 };
 
 // When the input last moved: the last committed batch of `schema` and the
