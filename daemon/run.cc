@@ -24,7 +24,7 @@
 #include "daemon/fanout_recorder.h"
 #include "daemon/reload.h"
 #include "daemon/service_notifier.h"
-#include "projections/derivations/registry.h"
+#include "formats/format_registry.h"
 
 namespace denormd {
 
