@@ -110,7 +110,7 @@ void ReadSections(ConfigReader& reader, const YAML::Node& root, Config* config) 
 }  // namespace config_internal
 
 std::optional<Config> WithModel(const Config& base, const std::string& model_yaml,
-                                const std::string& origin, const DerivationSyntaxes& kinds,
+                                const std::string& origin, const ConfigSyntax& syntax,
                                 std::vector<ConfigError>* errors, bool without_feed) {
   std::vector<ConfigError> local_errors;
   if (errors == nullptr) errors = &local_errors;
@@ -135,7 +135,7 @@ std::optional<Config> WithModel(const Config& base, const std::string& model_yam
     errors->push_back(ConfigError{{}, origin, "cannot read: " + e.msg});
     return std::nullopt;
   }
-  std::optional<Config> parsed = ParseConfig(text, origin, kinds, errors);
+  std::optional<Config> parsed = ParseConfig(text, origin, syntax, errors);
   if (!parsed) return std::nullopt;
   Config config = base;
   if (without_feed) config.feed.reset();
@@ -199,8 +199,7 @@ std::string ConfigError::ToString(const std::string& file) const {
 }
 
 std::optional<Config> ParseConfig(const std::string& yaml_text, const std::string& file,
-                                  const DerivationSyntaxes& kinds,
-                                  std::vector<ConfigError>* errors) {
+                                  const ConfigSyntax& syntax, std::vector<ConfigError>* errors) {
   std::vector<ConfigError> local_errors;
   if (errors == nullptr) errors = &local_errors;
   errors->clear();
@@ -214,7 +213,7 @@ std::optional<Config> ParseConfig(const std::string& yaml_text, const std::strin
       errors->push_back(
           ConfigError{*second, "", "the file holds several YAML documents; give one"});
     }
-    config_internal::ConfigReader reader(kinds, errors);
+    config_internal::ConfigReader reader(syntax, errors);
     config_internal::ReadSections(reader, document, &config);
     config.source_text = yaml_text;
     if (document.IsMap()) {
@@ -245,7 +244,7 @@ std::optional<Config> ParseConfig(const std::string& yaml_text, const std::strin
   return std::nullopt;
 }
 
-std::optional<Config> LoadConfig(const std::string& file, const DerivationSyntaxes& kinds,
+std::optional<Config> LoadConfig(const std::string& file, const ConfigSyntax& syntax,
                                  std::vector<ConfigError>* errors) {
   std::vector<ConfigError> local_errors;
   if (errors == nullptr) errors = &local_errors;
@@ -265,7 +264,7 @@ std::optional<Config> LoadConfig(const std::string& file, const DerivationSyntax
                                               std::string(std::strerror(read_errno))});
     return std::nullopt;
   }
-  return ParseConfig(text, file, kinds, errors);
+  return ParseConfig(text, file, syntax, errors);
 }
 
 }  // namespace denormd

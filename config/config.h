@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "config/derivation_syntax.h"
+#include "config/input_format_syntax.h"
 
 namespace denormd {
 
@@ -145,32 +146,22 @@ struct ProjectionConfig {
   BucketLayout layout = BucketLayout::kStable;
 };
 
-// How the records of a topic are turned into entity events
-// (docs/configuration.md, "Input formats").
-enum class InputFormat {
-  kNative,    // docs/configuration.md, "Events": {"type", "id", "op", "version", "data"}
-  kDebezium,  // Debezium change events of one table (formats/debezium_format.h)
-};
-
 // One entry of source.kafka.topics: a topic name, or a pattern (starting with
 // '^', an ECMAScript regular expression matched against the whole topic name;
-// librdkafka subscribes to every matching topic), and its format.
+// librdkafka subscribes to every matching topic), and its input format
+// (docs/configuration.md, "Input formats").
 struct TopicInput {
   std::string topic;
   ConfigPlace place;
-  InputFormat format = InputFormat::kNative;  // default: native
-  // kDebezium only.
-  // The entity type of the table's rows; "" = the table name as it is: the
-  // last dot-separated part of the topic name ("app.public.books" -> "books").
-  std::string entity;
-  // The columns whose values make the entity id, in this order; empty = every
-  // column of the record key (the primary key), in the key's order. One
-  // column: its value as text; several: each value's text with '\' and ':'
-  // escaped by a '\', joined with ':' ("b1:a1").
-  std::vector<std::string> id_columns;
-  // Columns whose values are strings holding JSON (json/jsonb columns, which
-  // Debezium sends as text): decoded into JSON values.
-  std::vector<std::string> json_columns;
+  // The format its records are read in: the one `format` names, else the
+  // default (the first of ConfigSyntax::formats, native). One of the
+  // ConfigSyntax's, which outlive every Config (the built-in ones live as
+  // long as the program). Set by the parser; null in a hand-made Config
+  // means the default.
+  const InputFormatSyntax* format = nullptr;
+  // What the format read from its keys (its header in formats/ says what);
+  // set with `format`.
+  std::shared_ptr<const InputSettings> settings;
 
   bool IsPattern() const { return !topic.empty() && topic[0] == '^'; }
 };
@@ -328,16 +319,23 @@ struct ConfigError {
   std::string ToString(const std::string& file) const;
 };
 
-// Parses and validates, with the derivation kinds `kinds` (the engine's are
-// BuiltinDerivations(), projections/derivations/registry.h, which also
-// offers LoadConfig/ParseConfig without this argument). On success `errors`
-// is empty. On failure `errors` holds every problem found (not just the
-// first), in file order where known. Never throws.
-std::optional<Config> LoadConfig(const std::string& file, const DerivationSyntaxes& kinds,
+// What the parser knows beyond its own sections: the derivation kinds a
+// projection's fields may use and the input formats a topic may have. The
+// engine's are BuiltinConfigSyntax() (formats/format_registry.h, which also
+// offers LoadConfig/ParseConfig/WithModel without this argument); the objects
+// listed must outlive every Config parsed with them.
+struct ConfigSyntax {
+  DerivationSyntaxes derivations;
+  InputFormatSyntaxes formats;  // never empty: the first is the default
+};
+
+// Parses and validates with `syntax`. On success `errors` is empty. On
+// failure `errors` holds every problem found (not just the first), in file
+// order where known. Never throws.
+std::optional<Config> LoadConfig(const std::string& file, const ConfigSyntax& syntax,
                                  std::vector<ConfigError>* errors);
 std::optional<Config> ParseConfig(const std::string& yaml_text, const std::string& file,
-                                  const DerivationSyntaxes& kinds,
-                                  std::vector<ConfigError>* errors);
+                                  const ConfigSyntax& syntax, std::vector<ConfigError>* errors);
 
 // Canonical one-line forms (see DerivationSpec::Normalized): a selection
 // ("" for the whole entity, "select [a, b]", "select {n: expr, ...}"), an
@@ -349,8 +347,8 @@ std::string NormalizedExpression(const Expression& expression);
 // The settings that differ between `before` and `after`, by dotted name, in
 // the order of the sections (source, store, batch, retention, limits, feed, log,
 // entities, projections): "source.kafka.brokers",
-// "source.kafka.topics.<topic>" (its format, entity, id_columns or
-// json_columns), "store.schema", "batch.max_events", "feed.properties",
+// "source.kafka.topics.<topic>" (its format or the format's settings),
+// "store.schema", "batch.max_events", "feed.properties",
 // "retention.interval_s", "log.level", "entities", "projections.books" (one name per projection
 // added, removed or changed in meaning; a projection's place in the file and
 // the spelling of its derivations do not count). `path` is ignored. Empty
@@ -375,7 +373,7 @@ std::string NormalizedProjectionText(const ProjectionConfig& projection);
 // no change feed (and the feed's collections are not checked against the
 // model).
 std::optional<Config> WithModel(const Config& base, const std::string& model_yaml,
-                                const std::string& origin, const DerivationSyntaxes& kinds,
+                                const std::string& origin, const ConfigSyntax& syntax,
                                 std::vector<ConfigError>* errors, bool without_feed = false);
 
 // Path and template syntax, shared by the parser and by tests. InvalidInput

@@ -121,6 +121,14 @@ std::string JoinKeys(const KeyList& keys) {
   return out;
 }
 
+std::string JoinChoices(const KeyList& choices) {
+  std::string out;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  }
+  return out;
+}
+
 // " (did you mean "x"?)" for the closest candidate at distance <= 2 (and
 // shorter than the word itself, so that "x" does not suggest "by"); else "".
 std::string Suggestion(const std::string& word, const KeyList& candidates) {

@@ -23,7 +23,6 @@
 
 #include "common/status.h"
 #include "config/config.h"
-#include "config/derivation_syntax.h"
 
 namespace denormd {
 namespace config_internal {
@@ -35,6 +34,8 @@ bool Contains(const KeyList& list, const std::string& s);
 std::string Quote(const std::string& s);
 // "a, b, c".
 std::string JoinKeys(const KeyList& keys);
+// "a, b or c" (a choice among them).
+std::string JoinChoices(const KeyList& choices);
 // " (did you mean "x"?)" for the closest candidate at distance <= 2 (and
 // shorter than the word itself, so that "x" does not suggest "by"); else "".
 std::string Suggestion(const std::string& word, const KeyList& candidates);
@@ -77,12 +78,14 @@ struct Entry {
 // thread-safe; lives for one ParseConfig.
 class ConfigReader {
  public:
-  // `kinds` (the derivation kinds expressions may use) and `errors` must
-  // outlive the reader; errors are appended in the order they are met.
-  ConfigReader(const DerivationSyntaxes& kinds, std::vector<ConfigError>* errors)
-      : kinds_(kinds), errors_(errors) {}
+  // `syntax` (the derivation kinds expressions may use, the input formats
+  // topics may have) and `errors` must outlive the reader; errors are
+  // appended in the order they are met.
+  ConfigReader(const ConfigSyntax& syntax, std::vector<ConfigError>* errors)
+      : syntax_(syntax), errors_(errors) {}
 
-  const DerivationSyntaxes& kinds() const { return kinds_; }
+  const DerivationSyntaxes& kinds() const { return syntax_.derivations; }
+  const InputFormatSyntaxes& formats() const { return syntax_.formats; }
 
   void Error(const ConfigPlace& place, const std::string& where, const std::string& message) {
     errors_->push_back(ConfigError{place, where, message});
@@ -138,13 +141,39 @@ class ConfigReader {
   bool IsEntityType(const std::string& type) const { return entities_.count(type) > 0; }
 
  private:
-  const DerivationSyntaxes& kinds_;
+  const ConfigSyntax& syntax_;
   std::vector<ConfigError>* errors_;
   std::set<std::string> entities_;
   bool entities_known_ = false;  // false: skip entity checks (entities is broken)
   // Keys ReadKeys found unknown, by the `where` of their map: Require says a
   // missing key at its misspelling.
   std::map<std::string, std::vector<std::pair<std::string, ConfigPlace>>> unknown_keys_;
+};
+
+// One map's keys (as ConfigReader::ReadKeys returns them) by name: what the
+// readers handed to an extension (a derivation kind's ExpressionReader, an
+// input format's TopicReader) read through. `reader` and `item` (the map)
+// must outlive it.
+class MapKeys {
+ public:
+  MapKeys(ConfigReader* reader, const Item& item, std::map<std::string, Item> keys)
+      : reader_(reader), item_(item), keys_(std::move(keys)) {}
+
+  bool Has(const std::string& key) const { return keys_.count(key) > 0; }
+  // The value of `key`; null after reporting it missing (ConfigReader::Require).
+  const Item* Require(const std::string& key) {
+    return reader_->Require(item_, keys_, key) ? &keys_.at(key) : nullptr;
+  }
+  // Reports `message` at `key`'s value, or at the map when it has no `key`.
+  void Error(const std::string& key, const std::string& message) {
+    auto it = keys_.find(key);
+    reader_->Error(it == keys_.end() ? item_ : it->second, message);
+  }
+
+ private:
+  ConfigReader* reader_;
+  const Item& item_;
+  std::map<std::string, Item> keys_;
 };
 
 }  // namespace config_internal

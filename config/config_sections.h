@@ -19,9 +19,9 @@
 namespace denormd {
 namespace config_internal {
 
-// The source: source.kafka, its topics and their input formats
-// (config/sources.cc). Call after ReadEntities: a Debezium topic names an
-// entity type.
+// The source: source.kafka, its topics and their input formats, whose own
+// keys the formats read (config/sources.cc). Call after ReadEntities: a
+// format may check the entity types a topic names (Debezium's `entity`).
 void ReadSource(ConfigReader& reader, const Item& item, Config* config);
 // A map of librdkafka properties (source.kafka.properties,
 // feed.properties), appended in file order; each value must be a scalar.

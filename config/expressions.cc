@@ -42,57 +42,54 @@ class YamlExpressionReader : public ExpressionReader {
  public:
   YamlExpressionReader(ConfigReader* reader, const Item& item, std::map<std::string, Item> keys,
                        const std::string& root_type)
-      : reader_(reader), item_(item), keys_(std::move(keys)), root_type_(root_type) {}
+      : reader_(reader), keys_(reader, item, std::move(keys)), root_type_(root_type) {}
 
   const std::string& root_type() const override { return root_type_; }
-  bool Has(const std::string& key) const override { return keys_.count(key) > 0; }
+  bool Has(const std::string& key) const override { return keys_.Has(key); }
   bool ReadEntityType(const std::string& key, std::string* out) override {
-    return Require(key) && reader_->ReadEntityType(keys_.at(key), out);
+    const Item* item = keys_.Require(key);
+    return item && reader_->ReadEntityType(*item, out);
   }
   bool ReadPath(const std::string& key, Path* out) override {
-    return Require(key) && reader_->ReadPath(keys_.at(key), out);
+    const Item* item = keys_.Require(key);
+    return item && reader_->ReadPath(*item, out);
   }
   bool ReadOrderBy(const std::string& key, OrderBy* out) override {
-    return Require(key) && reader_->ReadOrderBy(keys_.at(key), out);
+    const Item* item = keys_.Require(key);
+    return item && reader_->ReadOrderBy(*item, out);
   }
   bool ReadUint(const std::string& key, uint64_t min, uint64_t* out) override {
     // A derivation's counts (`limit`) reach PostgreSQL as integers.
-    return Require(key) &&
-           reader_->ReadBoundedUint(keys_.at(key), min, kMaxDerivationCount,
-                                    "a count PostgreSQL reads as a 32-bit integer", out);
+    const Item* item = keys_.Require(key);
+    return item && reader_->ReadBoundedUint(*item, min, kMaxDerivationCount,
+                                            "a count PostgreSQL reads as a 32-bit integer", out);
   }
   bool ReadSelection(const std::string& key, Selection* out) override {
-    return Require(key) && config_internal::ReadSelection(*reader_, keys_.at(key), out);
+    const Item* item = keys_.Require(key);
+    return item && config_internal::ReadSelection(*reader_, *item, out);
   }
   bool ReadChoice(const std::string& key, const std::vector<std::string>& choices,
                   std::string* out) override {
-    if (!Require(key)) return false;
-    const Item& item = keys_.at(key);
-    const std::string text = item.node.IsNull() ? "null"
-                             : item.node.IsScalar() ? item.node.Scalar()
-                                                    : "";
+    const Item* item = keys_.Require(key);
+    if (!item) return false;
+    const std::string text = item->node.IsNull() ? "null"
+                             : item->node.IsScalar() ? item->node.Scalar()
+                                                     : "";
     if (Contains(choices, text)) {
       *out = text;
       return true;
     }
-    std::string listed;
-    for (size_t i = 0; i < choices.size(); ++i) {
-      listed += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
-    }
-    reader_->Error(item, key + " must be " + listed + ", found " + Describe(item.node));
+    reader_->Error(*item,
+                   key + " must be " + JoinChoices(choices) + ", found " + Describe(item->node));
     return false;
   }
   void Error(const std::string& key, const std::string& message) override {
-    auto it = keys_.find(key);
-    reader_->Error(it == keys_.end() ? item_ : it->second, message);
+    keys_.Error(key, message);
   }
 
  private:
-  bool Require(const std::string& key) { return reader_->Require(item_, keys_, key); }
-
   ConfigReader* reader_;
-  const Item& item_;
-  std::map<std::string, Item> keys_;
+  MapKeys keys_;
   const std::string& root_type_;
 };
 

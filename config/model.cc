@@ -81,11 +81,10 @@ std::string NormalizedProperties(const std::vector<std::pair<std::string, std::s
   return out;
 }
 
-// How one topic's records are read: its format and the Debezium settings.
+// How one topic's records are read: its format and the format's settings.
 std::string NormalizedInput(const TopicInput& input) {
-  return std::string(input.format == InputFormat::kDebezium ? "debezium" : "native") +
-         " entity " + input.entity + " id_columns " + JoinList(input.id_columns) +
-         " json_columns " + JoinList(input.json_columns);
+  return (input.format ? input.format->name() : "") + " " +
+         (input.settings ? input.settings->Normalized() : "");
 }
 
 }  // namespace
@@ -106,8 +105,8 @@ std::vector<std::string> ConfigChanges(const Config& before, const Config& after
     compare("source.kafka.dead_letter_topic", a.dead_letter_topic, b.dead_letter_topic);
     compare("source.kafka.properties", NormalizedProperties(a.properties),
             NormalizedProperties(b.properties));
-    // Each topic's input settings (format, entity, id_columns,
-    // json_columns), by topic, for the topics both name.
+    // Each topic's input (its format and the format's settings), by topic,
+    // for the topics both name.
     for (const TopicInput& input : b.inputs) {
       for (const TopicInput& old : a.inputs) {
         if (old.topic == input.topic && NormalizedInput(old) != NormalizedInput(input)) {

@@ -1,5 +1,6 @@
 // The source section (config_sections.h): source.kafka, its topics (names
-// or patterns) and each topic's input format with the Debezium settings.
+// or patterns) and each topic's input format, whose own keys the format reads
+// through a YamlTopicReader (config/input_format_syntax.h).
 #include <algorithm>
 #include <map>
 #include <regex>
@@ -13,26 +14,76 @@ namespace {
 
 const KeyList kSourceKeys = {"kafka"};
 const KeyList kKafkaKeys = {"brokers", "topics", "group", "dead_letter_topic", "properties"};
-const KeyList kTopicKeys = {"topic", "format", "entity", "id_columns", "json_columns"};
-const KeyList kDebeziumOnlyKeys = {"entity", "id_columns", "json_columns"};
 
-// A non-empty list of distinct column names.
-bool ReadColumnList(ConfigReader& reader, const Item& item, std::vector<std::string>* out) {
-  if (!reader.ReadStringList(item, true, out)) return false;
-  std::set<std::string> seen;
-  for (size_t i = 0; i < out->size(); ++i) {
-    if (!seen.insert((*out)[i]).second) {
-      reader.Error(item, "column " + Quote((*out)[i]) + " is listed twice");
-      return false;
+// The keys of a topic map: topic, format, then every format's own.
+KeyList TopicKeys(const InputFormatSyntaxes& formats) {
+  KeyList keys = {"topic", "format"};
+  for (const InputFormatSyntax* format : formats) {
+    for (const std::string& key : format->keys()) {
+      if (!Contains(keys, key)) keys.push_back(key);
     }
   }
-  return true;
+  return keys;
 }
 
-// A topic entry: a name (the native format), or a map
-// {topic, format, entity, id_columns, json_columns}.
+// The names of the formats, in their order.
+KeyList FormatNames(const InputFormatSyntaxes& formats) {
+  KeyList names;
+  for (const InputFormatSyntax* format : formats) names.push_back(format->name());
+  return names;
+}
+
+// The TopicReader a format parses its keys with: typed reads, each problem
+// reported with its place.
+class YamlTopicReader : public TopicReader {
+ public:
+  YamlTopicReader(ConfigReader* reader, const Item& item, std::map<std::string, Item> keys,
+                  const TopicInput& input)
+      : reader_(reader), keys_(reader, item, std::move(keys)), input_(input) {}
+
+  const std::string& topic() const override { return input_.topic; }
+  bool is_pattern() const override { return input_.IsPattern(); }
+  bool Has(const std::string& key) const override { return keys_.Has(key); }
+  bool ReadString(const std::string& key, std::string* out) override {
+    const Item* item = keys_.Require(key);
+    return item && reader_->ReadString(*item, out);
+  }
+  bool ReadEntityType(const std::string& key, std::string* out) override {
+    const Item* item = keys_.Require(key);
+    return item && reader_->ReadEntityType(*item, out);
+  }
+  bool ReadDistinctList(const std::string& key, const std::string& what,
+                        std::vector<std::string>* out) override {
+    const Item* item = keys_.Require(key);
+    if (!item || !reader_->ReadStringList(*item, true, out)) return false;
+    std::set<std::string> seen;
+    for (const std::string& value : *out) {
+      if (!seen.insert(value).second) {
+        reader_->Error(*item, what + " " + Quote(value) + " is listed twice");
+        return false;
+      }
+    }
+    return true;
+  }
+  bool entity_types_known() const override { return reader_->entity_types_known(); }
+  bool IsEntityType(const std::string& type) const override {
+    return reader_->IsEntityType(type);
+  }
+  void Error(const std::string& key, const std::string& message) override {
+    keys_.Error(key, message);
+  }
+
+ private:
+  ConfigReader* reader_;
+  MapKeys keys_;
+  const TopicInput& input_;
+};
+
+// A topic entry: a name (the default format), or a map {topic, format, and
+// the format's own keys}.
 bool ReadTopic(ConfigReader& reader, const Item& item, TopicInput* out) {
   out->place = item.place;
+  out->format = reader.formats().front();
   // A name (not a pattern) librdkafka could not subscribe to fails the start.
   const auto valid_name = [&reader](const Item& at, const std::string& topic) {
     if (topic.empty() || topic[0] == '^' || IsKafkaTopicName(topic)) return true;
@@ -42,14 +93,20 @@ bool ReadTopic(ConfigReader& reader, const Item& item, TopicInput* out) {
     return false;
   };
   if (item.node.IsScalar()) {
-    return reader.ReadNonEmptyString(item, &out->topic) && valid_name(item, out->topic);
+    if (!reader.ReadNonEmptyString(item, &out->topic) || !valid_name(item, out->topic)) {
+      return false;
+    }
+    // A name alone: the default format, none of its keys given.
+    YamlTopicReader topic_reader(&reader, item, {}, *out);
+    out->settings = out->format->Parse(topic_reader);
+    return out->settings != nullptr;
   }
   if (!item.node.IsMap()) {
     reader.Error(item, "expected a topic name or a map with \"topic\" and \"format\", found " +
                            Describe(item.node));
     return false;
   }
-  const auto keys = reader.ReadKeys(item, kTopicKeys);
+  const auto keys = reader.ReadKeys(item, TopicKeys(reader.formats()));
   if (!reader.Require(item, keys, "topic") ||
       !reader.ReadNonEmptyString(keys.at("topic"), &out->topic) ||
       !valid_name(keys.at("topic"), out->topic)) {
@@ -65,46 +122,36 @@ bool ReadTopic(ConfigReader& reader, const Item& item, TopicInput* out) {
       ok = false;
     }
   }
-  std::string format = "native";
-  if (keys.count("format") && reader.ReadString(keys.at("format"), &format)) {
-    if (format == "debezium") {
-      out->format = InputFormat::kDebezium;
-    } else if (format != "native") {
-      reader.Error(keys.at("format"), "unknown format " + Quote(format) +
-                                          " (expected native or debezium)" +
-                                          Suggestion(format, {"native", "debezium"}));
+  std::string name;
+  if (keys.count("format") && reader.ReadString(keys.at("format"), &name)) {
+    const auto& formats = reader.formats();
+    const auto named = std::find_if(formats.begin(), formats.end(), [&name](const auto* format) {
+      return format->name() == name;
+    });
+    if (named == formats.end()) {
+      const KeyList names = FormatNames(formats);
+      reader.Error(keys.at("format"), "unknown format " + Quote(name) + " (expected " +
+                                          JoinChoices(names) + ")" + Suggestion(name, names));
       return false;
     }
+    out->format = *named;
   }
-  if (out->format != InputFormat::kDebezium) {
-    for (const std::string& key : kDebeziumOnlyKeys) {
-      if (keys.count(key)) {
-        reader.Error(keys.at(key), Quote(key) + " is only allowed with format: debezium");
-        ok = false;
-      }
+  // Keys of other formats: each named with the formats that allow it.
+  for (const std::string& key : TopicKeys(reader.formats())) {
+    if (key == "topic" || key == "format" || !keys.count(key) ||
+        Contains(out->format->keys(), key)) {
+      continue;
     }
-    return ok;
-  }
-  if (keys.count("entity")) {
-    ok = reader.ReadEntityType(keys.at("entity"), &out->entity) && ok;
-  } else if (!out->IsPattern() && reader.entity_types_known()) {
-    const size_t dot = out->topic.rfind('.');
-    const std::string table = dot == std::string::npos ? out->topic : out->topic.substr(dot + 1);
-    if (!reader.IsEntityType(table)) {
-      reader.Error(keys.at("topic"), "topic " + Quote(out->topic) + " maps to the entity type " +
-                                         Quote(table) +
-                                         " (its table name), which is not in entities; add it "
-                                         "there or name the type with \"entity\"");
-      ok = false;
+    KeyList owners;
+    for (const InputFormatSyntax* format : reader.formats()) {
+      if (Contains(format->keys(), key)) owners.push_back(format->name());
     }
+    reader.Error(keys.at(key), Quote(key) + " is only allowed with format: " + JoinChoices(owners));
+    ok = false;
   }
-  if (keys.count("id_columns")) {
-    ok = ReadColumnList(reader, keys.at("id_columns"), &out->id_columns) && ok;
-  }
-  if (keys.count("json_columns")) {
-    ok = ReadColumnList(reader, keys.at("json_columns"), &out->json_columns) && ok;
-  }
-  return ok;
+  YamlTopicReader topic_reader(&reader, item, keys, *out);
+  out->settings = out->format->Parse(topic_reader);
+  return ok && out->settings != nullptr;
 }
 
 void ReadTopics(ConfigReader& reader, const Item& item, KafkaSourceConfig* out) {

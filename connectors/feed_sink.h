@@ -2,12 +2,16 @@
 // commits with it. The relay (daemon/feed_relay.h) hands it one page of
 // messages at a time together with the progress after them; a sink must make
 // both visible together or neither (a Kafka transaction: KafkaFeedSink).
+// FeedSinkKind: how a sink is made; the kinds are listed in
+// connectors/feed_sink_registry.cc, one line each, and the relay takes any.
 //
-// Not thread-safe.
+// A FeedSink is not thread-safe; a FeedSinkKind is immutable.
 #ifndef DENORMD_CONNECTORS_FEED_SINK_H_
 #define DENORMD_CONNECTORS_FEED_SINK_H_
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -53,6 +57,22 @@ class FeedSink {
                          std::vector<int64_t>* too_large) = 0;
   // Drops the connection to the sink. Idempotent.
   virtual void Close() = 0;
+};
+
+struct Config;
+
+// A kind of sink: its name and how to make one.
+class FeedSinkKind {
+ public:
+  virtual ~FeedSinkKind() = default;
+  // What the kind is called, e.g. "kafka".
+  virtual const std::string& name() const = 0;
+  // A sink publishing `config`'s feed (config.feed is set). Borrows
+  // `config`, which must outlive the sink; `stopping` is polled while the
+  // sink waits on the outside system (a stop ends the wait within seconds)
+  // and must stay valid too.
+  virtual std::unique_ptr<FeedSink> Make(const Config& config,
+                                         const std::atomic<bool>* stopping) const = 0;
 };
 
 }  // namespace denormd

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -411,6 +412,27 @@ Status KafkaFeedSink::Publish(const std::vector<FeedMessage>& messages, const Fe
     }
   }
   return committed;
+}
+
+namespace {
+
+class Kind : public FeedSinkKind {
+ public:
+  const std::string& name() const override { return name_; }
+  std::unique_ptr<FeedSink> Make(const Config& config,
+                                 const std::atomic<bool>* stopping) const override {
+    return std::make_unique<KafkaFeedSink>(config, stopping);
+  }
+
+ private:
+  const std::string name_ = "kafka";
+};
+
+}  // namespace
+
+const FeedSinkKind& KafkaFeedSinkKind() {
+  static const Kind kind;
+  return kind;
 }
 
 }  // namespace denormd

@@ -26,6 +26,9 @@
 // sends one message per batch from then on, and the relay starts again: the
 // next refusal names exactly the messages that are too large.
 //
+// Its FeedSinkKind, "kafka", is KafkaFeedSinkKind() in kafka_feed_sink.cc,
+// listed in connectors/feed_sink_registry.cc.
+//
 // Not thread-safe.
 #ifndef DENORMD_CONNECTORS_KAFKA_FEED_SINK_H_
 #define DENORMD_CONNECTORS_KAFKA_FEED_SINK_H_

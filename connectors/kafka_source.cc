@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/retry.h"
 #include "connectors/kafka_client.h"
+#include "formats/format_registry.h"
 
 namespace denormd {
 
@@ -78,13 +79,14 @@ Status KafkaEventSource::Open() {
           RdKafka::Conf::CONF_OK) {
     return Status::Fatal("librdkafka: " + error);
   }
-  // Kafka Connect creates a table's topic when the table gets its first row,
-  // possibly long after the subscription; a pattern matches topics created
-  // later. librdkafka notices new topics at its metadata refresh, every 5
-  // minutes by default: every 5 seconds here (properties may override it).
+  // A pattern matches topics created later, and some formats' topics are
+  // created after the subscription (Debezium's: Kafka Connect creates a
+  // table's topic when the table gets its first row). librdkafka notices new
+  // topics at its metadata refresh, every 5 minutes by default: every 5
+  // seconds here (properties may override it).
   const bool later_topics =
       std::any_of(kafka.inputs.begin(), kafka.inputs.end(), [](const TopicInput& input) {
-        return input.IsPattern() || input.format == InputFormat::kDebezium;
+        return input.IsPattern() || FormatOf(input).TopicsAppearLater();
       });
   if (later_topics) {
     DENORMD_RETURN_IF_ERROR(

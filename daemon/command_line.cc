@@ -6,7 +6,7 @@
 #include "common/redact.h"
 #include "daemon/cli.h"
 #include "daemon/reload.h"
-#include "projections/derivations/registry.h"
+#include "formats/format_registry.h"
 
 namespace denormd {
 

@@ -16,10 +16,11 @@ FeedRelayHooks MetricsHooks(Metrics* metrics) {
   return hooks;
 }
 
-RelayThread::RelayThread(const Config& config, const std::string& postgres, Metrics* metrics)
+RelayThread::RelayThread(const Config& config, const std::string& postgres,
+                         const FeedSinkKind& sink, Metrics* metrics)
     : outbox_(config, postgres),
-      sink_(config, &stopping_),
-      relay_(config, &outbox_, &sink_, MetricsHooks(metrics)) {}
+      sink_(sink.Make(config, &stopping_)),
+      relay_(config, &outbox_, sink_.get(), MetricsHooks(metrics)) {}
 
 RelayThread::~RelayThread() { Stop(); }
 

@@ -3,7 +3,9 @@
 // nothing it waits for (a broker away, a backlog, a message refused) delays
 // the batches: they go on committing, the outbox grows, and the lag shows in
 // the metrics. `denormd run` starts one when the config has a feed (unless
-// --no-relay); `denormd relay` runs one alone (daemon/run.h).
+// --no-relay); `denormd relay` runs one alone (daemon/run.h). It publishes
+// through a sink of any kind (connectors/feed_sink.h; the daemon's is
+// DefaultFeedSink(), connectors/feed_sink_registry.h).
 #ifndef DENORMD_DAEMON_RELAY_H_
 #define DENORMD_DAEMON_RELAY_H_
 
@@ -13,7 +15,7 @@
 #include <thread>
 
 #include "config/config.h"
-#include "connectors/kafka_feed_sink.h"
+#include "connectors/feed_sink.h"
 #include "connectors/postgres_outbox.h"
 #include "daemon/feed_relay.h"
 #include "daemon/metrics.h"
@@ -22,8 +24,10 @@ namespace denormd {
 
 class RelayThread {
  public:
-  // `config` (with a feed) and `metrics` must outlive the thread.
-  RelayThread(const Config& config, const std::string& postgres, Metrics* metrics);
+  // `config` (with a feed) and `metrics` must outlive the thread; the
+  // relay publishes through a sink of kind `sink`, made here.
+  RelayThread(const Config& config, const std::string& postgres, const FeedSinkKind& sink,
+              Metrics* metrics);
   ~RelayThread();  // Stop()
   RelayThread(const RelayThread&) = delete;
   RelayThread& operator=(const RelayThread&) = delete;
@@ -36,7 +40,7 @@ class RelayThread {
  private:
   std::atomic<bool> stopping_{false};
   PostgresOutbox outbox_;
-  KafkaFeedSink sink_;
+  std::unique_ptr<FeedSink> sink_;
   FeedRelay relay_;
   std::thread thread_;
 };

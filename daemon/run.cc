@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "common/retry.h"
+#include "connectors/feed_sink_registry.h"
 #include "connectors/kafka_source.h"
 #include "daemon/batch_loop.h"
 #include "daemon/cli.h"
@@ -24,7 +25,7 @@
 #include "daemon/fanout_recorder.h"
 #include "daemon/reload.h"
 #include "daemon/service_notifier.h"
-#include "projections/derivations/registry.h"
+#include "formats/format_registry.h"
 
 namespace denormd {
 
@@ -245,7 +246,8 @@ class Daemon {
     WarnOfStaleApply();
     if (engine_.config.feed && options_.relay) {
       // After the store is open: the outbox exists.
-      relay_ = std::make_unique<RelayThread>(engine_.config, options_.postgres, &metrics_);
+      relay_ = std::make_unique<RelayThread>(engine_.config, options_.postgres,
+                                             DefaultFeedSink(), &metrics_);
       relay_->Start();
     }
     Status status = source_.Open();
@@ -591,7 +593,7 @@ class RelayDaemon {
                                      health_, metrics_, *notifier_);
     if (!opened.ok()) return Shutdown(StartFailed(*notifier_, opened, kExitUsage));
     if (g_stop.load()) return Shutdown(kExitOk);
-    RelayThread relay(config_, options_.postgres, &metrics_);
+    RelayThread relay(config_, options_.postgres, DefaultFeedSink(), &metrics_);
     relay.Start();
     Log(LogLevel::kInfo, "relay_started",
         {{"schema", config_.store.schema}, {"metrics_port", http_.port()}});

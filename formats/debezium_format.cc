@@ -1,9 +1,11 @@
 #include "formats/debezium_format.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 
+#include "formats/input_format.h"
 #include "formats/json_input.h"
 
 namespace denormd {
@@ -145,7 +147,8 @@ Status DebeziumDecoder::Decode(const RawRecord& record, std::vector<EntityEvent>
         (lsn ? TypeName(*lsn) : "nothing") + " (only the PostgreSQL connector is supported)");
   }
   const std::string table = SourceTable(*source, record.topic);
-  const std::string entity = input_.entity.empty() ? TableOfTopic(record.topic) : input_.entity;
+  const std::string entity =
+      settings_.entity.empty() ? TableOfTopic(record.topic) : settings_.entity;
   if (op == "t") {
     const std::string at = std::to_string(lsn->GetUint64());
     return Status::InvalidInput(
@@ -200,7 +203,7 @@ Status DebeziumDecoder::Decode(const RawRecord& record, std::vector<EntityEvent>
     }
   }
   std::vector<std::string> parts;
-  if (input_.id_columns.empty()) {
+  if (settings_.id_columns.empty()) {
     if (!key || key->MemberCount() == 0) {
       return Status::InvalidInput(
           "the record has no key columns to make an id from (a table without a primary key: "
@@ -213,7 +216,7 @@ Status DebeziumDecoder::Decode(const RawRecord& record, std::vector<EntityEvent>
       parts.push_back(std::move(text));
     }
   } else {
-    for (const std::string& column : input_.id_columns) {
+    for (const std::string& column : settings_.id_columns) {
       const JsonValue* value = key ? Member(*key, column.c_str()) : nullptr;
       if (!value && row) value = Member(*row, column.c_str());
       if (!value) {
@@ -243,7 +246,7 @@ Status DebeziumDecoder::Decode(const RawRecord& record, std::vector<EntityEvent>
         event.unchanged.emplace_back(it->name.GetString(), it->name.GetStringLength());
       }
     }
-    for (const std::string& column : input_.json_columns) {
+    for (const std::string& column : settings_.json_columns) {
       auto it = data->FindMember(column.c_str());
       if (it == data->MemberEnd() || it->value.IsNull()) continue;
       if (std::find(event.unchanged.begin(), event.unchanged.end(), column) !=
@@ -268,6 +271,73 @@ Status DebeziumDecoder::Decode(const RawRecord& record, std::vector<EntityEvent>
   }
   events->push_back(std::move(event));
   return Status::Ok();
+}
+
+std::string DebeziumSettings::Normalized() const {
+  const auto list = [](const std::vector<std::string>& items) {
+    std::string out;
+    for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
+    return out;
+  };
+  return "entity " + entity + " id_columns " + list(id_columns) + " json_columns " +
+         list(json_columns);
+}
+
+const DebeziumSettings& DebeziumSettingsOf(const TopicInput& input) {
+  static const DebeziumSettings defaults;
+  if (input.settings == nullptr) return defaults;
+  return static_cast<const DebeziumSettings&>(*input.settings);
+}
+
+namespace {
+
+class Format : public InputFormat {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::vector<std::string>& keys() const override { return keys_; }
+
+  std::shared_ptr<const InputSettings> Parse(TopicReader& reader) const override {
+    auto settings = std::make_shared<DebeziumSettings>();
+    bool ok = true;
+    if (reader.Has("entity")) {
+      ok = reader.ReadEntityType("entity", &settings->entity) && ok;
+    } else if (!reader.is_pattern() && reader.entity_types_known()) {
+      const std::string table = TableOfTopic(reader.topic());
+      if (!reader.IsEntityType(table)) {
+        reader.Error("topic", "topic " + Quote(reader.topic()) + " maps to the entity type " +
+                                  Quote(table) +
+                                  " (its table name), which is not in entities; add it "
+                                  "there or name the type with \"entity\"");
+        ok = false;
+      }
+    }
+    if (reader.Has("id_columns")) {
+      ok = reader.ReadDistinctList("id_columns", "column", &settings->id_columns) && ok;
+    }
+    if (reader.Has("json_columns")) {
+      ok = reader.ReadDistinctList("json_columns", "column", &settings->json_columns) && ok;
+    }
+    return ok ? settings : nullptr;
+  }
+
+  std::unique_ptr<Decoder> MakeDecoder(const Config& config,
+                                       const TopicInput& input) const override {
+    return std::make_unique<DebeziumDecoder>(config, DebeziumSettingsOf(input));
+  }
+
+  // Kafka Connect creates a table's topic when the table gets its first row.
+  bool TopicsAppearLater() const override { return true; }
+
+ private:
+  const std::string name_ = "debezium";
+  const std::vector<std::string> keys_ = {"entity", "id_columns", "json_columns"};
+};
+
+}  // namespace
+
+const InputFormat& DebeziumFormat() {
+  static const Format format;
+  return format;
 }
 
 }  // namespace denormd

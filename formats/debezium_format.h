@@ -16,9 +16,10 @@
 // wrong type, no source.lsn) is a dead letter whose reason names what is
 // wrong and where.
 //
-// The entity type is TopicInput::entity, or the table name (the topic name's
-// last dot-separated part). The id is made of the key columns
-// (TopicInput::id_columns, or every column of the record key in its order):
+// The entity type is DebeziumSettings::entity, or the table name (the topic
+// name's last dot-separated part). The id is made of the key columns
+// (DebeziumSettings::id_columns, or every column of the record key in its
+// order):
 // one column gives its value's text; several give each value's text with '\'
 // and ':' escaped by a '\', joined with ':' ({"book_id": "b1", "author_id":
 // "a:1"} -> "b1:a\:1"). A value's text: a string as it is, an integer in
@@ -46,6 +47,11 @@
 // slot) while no transaction writing the captured tables is open, or run
 // `denormd verify` after the snapshot. docs/configuration.md, "Debezium".
 //
+// Its config keys (docs/configuration.md, "Input formats, Debezium"), read by
+// DebeziumFormat() in debezium_format.cc, its entry in
+// formats/format_registry.cc: entity, id_columns and json_columns. Its topics
+// may appear after the subscription (InputFormat::TopicsAppearLater).
+//
 // Pure and thread-safe like every Decoder.
 #ifndef DENORMD_FORMATS_DEBEZIUM_FORMAT_H_
 #define DENORMD_FORMATS_DEBEZIUM_FORMAT_H_
@@ -58,18 +64,37 @@
 
 namespace denormd {
 
+// The settings of one `format: debezium` topic.
+struct DebeziumSettings : InputSettings {
+  // The entity type of the table's rows; "" = the table name as it is: the
+  // last dot-separated part of the topic name ("app.public.books" -> "books").
+  std::string entity;
+  // The columns whose values make the entity id, in this order; empty = every
+  // column of the record key (the primary key), in the key's order.
+  std::vector<std::string> id_columns;
+  // Columns whose values are strings holding JSON (json/jsonb columns, which
+  // Debezium sends as text): decoded into JSON values.
+  std::vector<std::string> json_columns;
+
+  std::string Normalized() const override;
+};
+
+// The settings of `input`, a topic of format debezium (the defaults when it
+// has none: a hand-made Config).
+const DebeziumSettings& DebeziumSettingsOf(const TopicInput& input);
+
 class DebeziumDecoder : public Decoder {
  public:
-  // Borrows `config` and `input` (a kDebezium entry of its topics), which
+  // Borrows `config` and `settings` (those of one of its topics), which
   // must outlive the decoder.
-  DebeziumDecoder(const Config& config, const TopicInput& input)
-      : config_(config), input_(input) {}
+  DebeziumDecoder(const Config& config, const DebeziumSettings& settings)
+      : config_(config), settings_(settings) {}
   Status Decode(const RawRecord& record, std::vector<EntityEvent>* events,
                 bool* skipped) const override;
 
  private:
   const Config& config_;
-  const TopicInput& input_;
+  const DebeziumSettings& settings_;
 };
 
 // The entity id of several key values' texts, as described above.

@@ -1,6 +1,6 @@
-// Decoder: one input format, turning raw records into entity events. The
-// native format (native_format.h) is today's only one; a format is a decoder
-// plus its config, nothing else.
+// Decoder: how the records of one input (a topic, an event log) become
+// entity events, made by its format (formats/input_format.h: a format is its
+// config keys, this decoder and its version rule).
 //
 // A decoder is pure (no I/O) and may be shared by threads.
 #ifndef DENORMD_FORMATS_DECODER_H_

@@ -1,18 +1,13 @@
 #include "formats/input_decoder.h"
 
-#include "formats/debezium_format.h"
+#include "formats/format_registry.h"
 
 namespace denormd {
 
 InputDecoder::InputDecoder(const Config& config) : native_(config) {
   if (!config.kafka) return;
   for (const TopicInput& input : config.kafka->inputs) {
-    std::unique_ptr<Decoder> decoder;
-    if (input.format == InputFormat::kDebezium) {
-      decoder = std::make_unique<DebeziumDecoder>(config, input);
-    } else {
-      decoder = std::make_unique<NativeDecoder>(config);
-    }
+    std::unique_ptr<Decoder> decoder = FormatOf(input).MakeDecoder(config, input);
     if (!input.IsPattern()) {
       by_name_.emplace(input.topic, std::move(decoder));
       continue;

@@ -1,8 +1,8 @@
 // InputDecoder: the decoder of every input of a config. A record is decoded
 // with the format of its Kafka topic (source.kafka.topics: the first entry
-// whose name equals the topic, else the first pattern that matches it);
-// records of event logs (no topic), and of topics no entry names, use the
-// native format.
+// whose name equals the topic, else the first pattern that matches it; the
+// decoder the format makes, formats/input_format.h); records of event logs
+// (no topic), and of topics no entry names, use the native format.
 //
 // Pure and thread-safe like every Decoder.
 #ifndef DENORMD_FORMATS_INPUT_DECODER_H_

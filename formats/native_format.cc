@@ -1,8 +1,11 @@
 #include "formats/native_format.h"
 
-#include "formats/json_input.h"
-
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "formats/input_format.h"
+#include "formats/json_input.h"
 
 namespace denormd {
 
@@ -79,6 +82,39 @@ Status NativeDecoder::Decode(const RawRecord& record, std::vector<EntityEvent>* 
   DENORMD_RETURN_IF_ERROR(DecodeNativeEvent(config_, *record.value, &event));
   events->push_back(std::move(event));
   return Status::Ok();
+}
+
+namespace {
+
+// The native format has no keys of its own: a topic's settings are empty.
+class NoSettings : public InputSettings {
+ public:
+  std::string Normalized() const override { return ""; }
+};
+
+class Format : public InputFormat {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::vector<std::string>& keys() const override { return keys_; }
+  std::shared_ptr<const InputSettings> Parse(TopicReader& /*reader*/) const override {
+    static const auto settings = std::make_shared<const NoSettings>();
+    return settings;
+  }
+  std::unique_ptr<Decoder> MakeDecoder(const Config& config,
+                                       const TopicInput& /*input*/) const override {
+    return std::make_unique<NativeDecoder>(config);
+  }
+
+ private:
+  const std::string name_ = "native";
+  const std::vector<std::string> keys_;
+};
+
+}  // namespace
+
+const InputFormat& NativeFormat() {
+  static const Format format;
+  return format;
 }
 
 }  // namespace denormd

@@ -2,7 +2,12 @@
 // Kafka message value or log line,
 //   {"type": "book", "id": "b1", "op": "upsert"|"patch"|"delete",
 //    "version": 7, "data": {...}}
-// validated against the configured entity types.
+// validated against the configured entity types. Its version rule: the
+// event's own "version" (an event without one always applies). A tombstone
+// (a Kafka message without a value) is a dead letter. The default format:
+// event logs and topics given by name alone are read in it. It has no config
+// keys; NativeFormat() in native_format.cc is its entry in
+// formats/format_registry.cc.
 #ifndef DENORMD_FORMATS_NATIVE_FORMAT_H_
 #define DENORMD_FORMATS_NATIVE_FORMAT_H_
 

@@ -18,9 +18,9 @@
 #include "connectors/feed_sink.h"
 #include "connectors/postgres_store.h"
 #include "daemon/engine.h"
+#include "formats/format_registry.h"
 #include "formats/record.h"
 #include "projections/batch_applier.h"
-#include "projections/derivations/registry.h"
 #include "projections/document_set.h"
 #include "projections/memory_store.h"
 

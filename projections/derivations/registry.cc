@@ -36,19 +36,4 @@ std::string JoinWords(std::initializer_list<std::string> words) {
   return out;
 }
 
-std::optional<Config> LoadConfig(const std::string& file, std::vector<ConfigError>* errors) {
-  return LoadConfig(file, BuiltinDerivations(), errors);
-}
-
-std::optional<Config> ParseConfig(const std::string& yaml_text, const std::string& file,
-                                  std::vector<ConfigError>* errors) {
-  return ParseConfig(yaml_text, file, BuiltinDerivations(), errors);
-}
-
-std::optional<Config> WithModel(const Config& base, const std::string& model_yaml,
-                                const std::string& origin, std::vector<ConfigError>* errors,
-                                bool without_feed) {
-  return WithModel(base, model_yaml, origin, BuiltinDerivations(), errors, without_feed);
-}
-
 }  // namespace denormd

@@ -1,11 +1,10 @@
-// The derivation kinds the engine knows, and the config loaders that use
-// them.
+// The derivation kinds the engine knows. The config loaders that use them
+// (with the input formats) are in formats/format_registry.h.
 #ifndef DENORMD_PROJECTIONS_DERIVATIONS_REGISTRY_H_
 #define DENORMD_PROJECTIONS_DERIVATIONS_REGISTRY_H_
 
 #include <initializer_list>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,15 +26,6 @@ std::unique_ptr<Derivation> ScalarField(const Expression& expression);
 // The words given, without the empty ones, joined by spaces: how the kinds
 // build DerivationSpec::Normalized().
 std::string JoinWords(std::initializer_list<std::string> words);
-
-// LoadConfig / ParseConfig / WithModel (config/config.h) with the built-in
-// kinds.
-std::optional<Config> LoadConfig(const std::string& file, std::vector<ConfigError>* errors);
-std::optional<Config> ParseConfig(const std::string& yaml_text, const std::string& file,
-                                  std::vector<ConfigError>* errors);
-std::optional<Config> WithModel(const Config& base, const std::string& model_yaml,
-                                const std::string& origin, std::vector<ConfigError>* errors,
-                                bool without_feed = false);
 
 }  // namespace denormd
 

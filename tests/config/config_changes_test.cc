@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "config/config.h"
-#include "projections/derivations/registry.h"
+#include "formats/format_registry.h"
 
 namespace denormd {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "projections/derivations/registry.h"
+#include "formats/format_registry.h"
 #include "tests/test_support.h"
 
 namespace denormd {

@@ -7,7 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "config/config.h"
-#include "projections/derivations/registry.h"
+#include "formats/debezium_format.h"
+#include "formats/format_registry.h"
 #include "tests/test_support.h"
 
 namespace denormd {
@@ -45,14 +46,15 @@ TEST(DebeziumConfig, TopicsParseWithTheirFormats) {
   EXPECT_EQ((std::vector<std::string>{"native.events", "app.public.books", "app.public.book_authors",
                                       "^app\\.x\\..*", "other.events"}),
             kafka.topics);
-  EXPECT_EQ(InputFormat::kNative, kafka.inputs[0].format);
-  EXPECT_EQ(InputFormat::kDebezium, kafka.inputs[1].format);
-  EXPECT_EQ("", kafka.inputs[1].entity);  // the table name, "books"
-  EXPECT_EQ("book_author", kafka.inputs[2].entity);
-  EXPECT_EQ((std::vector<std::string>{"book_id", "author_id"}), kafka.inputs[2].id_columns);
-  EXPECT_EQ((std::vector<std::string>{"meta", "tags"}), kafka.inputs[2].json_columns);
+  EXPECT_EQ("native", kafka.inputs[0].format->name());
+  EXPECT_EQ("debezium", kafka.inputs[1].format->name());
+  EXPECT_EQ("", DebeziumSettingsOf(kafka.inputs[1]).entity);  // the table name, "books"
+  const DebeziumSettings& book_authors = DebeziumSettingsOf(kafka.inputs[2]);
+  EXPECT_EQ("book_author", book_authors.entity);
+  EXPECT_EQ((std::vector<std::string>{"book_id", "author_id"}), book_authors.id_columns);
+  EXPECT_EQ((std::vector<std::string>{"meta", "tags"}), book_authors.json_columns);
   EXPECT_TRUE(kafka.inputs[3].IsPattern());
-  EXPECT_EQ(InputFormat::kNative, kafka.inputs[4].format);
+  EXPECT_EQ("native", kafka.inputs[4].format->name());
   EXPECT_EQ(8, kafka.inputs[2].place.line);
 }
 
@@ -119,8 +121,8 @@ TEST(DebeziumConfig, TheApplicationConfigParses) {
   ASSERT_TRUE(config.has_value()) << Dump(errors);
   EXPECT_EQ(5u, config->kafka->inputs.size());
   for (const TopicInput& input : config->kafka->inputs) {
-    EXPECT_EQ(InputFormat::kDebezium, input.format) << input.topic;
-    EXPECT_FALSE(input.entity.empty());
+    EXPECT_EQ("debezium", input.format->name()) << input.topic;
+    EXPECT_FALSE(DebeziumSettingsOf(input).entity.empty());
   }
 }
 

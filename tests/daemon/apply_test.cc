@@ -17,7 +17,7 @@
 #include "connectors/postgres_store.h"
 #include "daemon/apply.h"
 #include "formats/decoder.h"
-#include "projections/derivations/registry.h"
+#include "formats/format_registry.h"
 #include "projections/document_set.h"
 #include "projections/maintenance.h"
 #include "tests/test_support.h"

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "daemon/memory_run.h"
-#include "projections/derivations/registry.h"
+#include "formats/format_registry.h"
 #include "tests/random_scenario.h"
 #include "tests/test_support.h"
 

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "daemon/test_command.h"
-#include "projections/derivations/registry.h"
+#include "formats/format_registry.h"
 #include "projections/document_set.h"
 #include "tests/test_support.h"
 

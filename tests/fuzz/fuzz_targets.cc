@@ -3,7 +3,7 @@
 #include <exception>
 #include <optional>
 
-#include "projections/derivations/registry.h"
+#include "formats/format_registry.h"
 #include "projections/limits.h"
 #include "projections/projection_plan.h"
 

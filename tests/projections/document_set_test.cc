@@ -4,7 +4,7 @@
 // `stable` bucket collections compared by content and invariants.
 #include <gtest/gtest.h>
 
-#include "projections/derivations/registry.h"
+#include "formats/format_registry.h"
 #include "projections/document_set.h"
 #include "tests/test_support.h"
 

@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include "formats/format_registry.h"
 #include "formats/native_format.h"
 #include "projections/batch_applier.h"
-#include "projections/derivations/registry.h"
 #include "projections/maintenance.h"
 #include "projections/memory_store.h"
 
