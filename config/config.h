@@ -248,7 +248,7 @@ struct RetentionConfig {
   uint64_t tombstone_hours = 168;
   uint64_t dead_letter_days = 30;      // dead letters received longer ago are removed
   uint64_t max_dead_letters = 100000;  // beyond this many, the oldest are removed
-  // How often `denormd run` prunes, between batches (0 = never; `denormd
+  // How often `denormd run` prunes, beside the batches (0 = never; `denormd
   // prune` still does). Unlocked lock rows and zero counters are removed too:
   // the lock table holds a row per key written since the last prune, so this
   // bounds it (bench/run.py --soak-minutes measured it growing for the whole

@@ -11,6 +11,7 @@
 #include "common/process.h"
 #include "common/text.h"
 #include "connectors/kafka_source.h"
+#include "daemon/prune_thread.h"
 #include "daemon/cli.h"
 #include "daemon/command_line.h"
 #include "daemon/replay.h"
@@ -286,7 +287,7 @@ int PruneCommand(const Arguments& args) {
   auto start = std::chrono::steady_clock::now();
   PruneReport report;
   Status status = engine->store.Prune(
-      retention, 10000, &report,
+      retention, kPruneChunkRows, &report,
       [progress](const PruneReport& so_far) {
         if (progress) std::fprintf(stderr, "\r%s rows removed   ", FormatCount(so_far.total()).c_str());
       },

@@ -21,6 +21,7 @@
 #include "daemon/engine.h"
 #include "daemon/http_server.h"
 #include "daemon/metrics.h"
+#include "daemon/prune_thread.h"
 #include "daemon/relay.h"
 #include "daemon/fanout_recorder.h"
 #include "daemon/reload.h"
@@ -71,9 +72,6 @@ int64_t SteadyMillis() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-
-// Rows one prune transaction removes at most (as `denormd prune`).
-constexpr size_t kPruneChunkRows = 10000;
 
 // `text` on one line, for a STATUS= value (libpq messages span lines).
 std::string OneLine(const std::string& text) {
@@ -402,38 +400,10 @@ class Daemon {
   }
 
   // Every retention.interval_s (counted from the start, then from the end of
-  // the last prune), between two batches: what `denormd prune` does, in
-  // chunks of kPruneChunkRows rows, each its own short transaction, stopping
-  // early on a stop request. A failure is logged and tried again at the next
-  // interval: pruning is housekeeping and never stops the run.
-  void PruneWhenDue() {
-    const uint64_t interval_s = running_.retention.interval_s;
-    if (interval_s == 0 || g_stop.load()) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_prune_ < std::chrono::seconds(interval_s)) return;
-    PruneReport report;
-    Status status = engine_.store.Prune(
-        running_.retention, kPruneChunkRows, &report,
-        [this](const PruneReport&) { notifier_->KeepAlive(); }, [] { return g_stop.load(); });
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - now).count();
-    last_prune_ = std::chrono::steady_clock::now();
-    if (!status.ok()) {
-      Log(LogLevel::kWarn, "prune_failed",
-          {{"error", status.message()}, {"rows_removed", report.total()},
-           {"next_in_s", interval_s}});
-      return;
-    }
-    if (report.stale_apply_cleared) {
-      Log(LogLevel::kWarn, "stale_apply_cleared",
-          {{"journal_rows", report.stale_journal_rows},
-           {"note", "an interrupted apply's mark, journal and __next tables were removed"}});
-    }
-    Log(report.total() > 0 ? LogLevel::kInfo : LogLevel::kDebug, "pruned",
-        {{"tombstones", report.tombstones}, {"dead_letters", report.dead_letters},
-         {"lock_rows", report.lock_rows}, {"zero_counts", report.zero_counts},
-         {"ms", seconds * 1000}});
-  }
+  // the last prune): what `denormd prune` does, on a thread of its own
+  // (PruneThread), beside the batches. A failure is logged and tried again at
+  // the next interval: pruning is housekeeping and never stops the run.
+  void PruneWhenDue() { prune_.StartIfDue(running_.retention); }
 
   // An `applying` mark no apply holds the lock for (a killed apply's):
   // every batch journals for it until a prune or the next apply removes it.
@@ -531,6 +501,7 @@ class Daemon {
 
   int Shutdown(int code) {
     if (!reconfigure_) NoteStopping();
+    prune_.Stop();
     if (relay_) relay_->Stop();
     source_.Close();
     if (!reconfigure_) http_.Stop();  // else the next pipeline serves on
@@ -565,8 +536,7 @@ class Daemon {
   FanOutRecorder fanouts_;  // the loop's thread
   std::chrono::steady_clock::time_point last_lag_update_;
   std::chrono::steady_clock::time_point window_start_;
-  // Counted from the start: the first prune is one interval in.
-  std::chrono::steady_clock::time_point last_prune_ = std::chrono::steady_clock::now();
+  PruneThread prune_{engine_.config, options_.postgres};
   uint64_t total_events_ = 0;
   uint64_t window_events_ = 0;
 };

@@ -83,7 +83,7 @@ def check_verdicts():
     samples = [fake_sample(k, 100 + (k > 10) * 5, 0.05, {"collections": 100, "locks": 10 + k})
                for k in range(1, 121)]
     v = {t: (m, verdict) for t, m, verdict in soak.verdicts({"minutes": 60, "samples": samples})}
-    assert v["RSS within 10 % of its value at 5 min"][1] == "MET", v
+    assert v["RSS within 10 % of its value after 5 min (its highest up to then)"][1] == "MET", v
     p99 = [x for t, x in v.items() if t.startswith("freshness p99")]
     assert p99 and p99[0][1] == "MET", v
     sizes = {t: x[1] for t, x in v.items() if t.startswith("size of")}
@@ -107,17 +107,21 @@ def check_verdicts():
         else:
             # 5,000 tombstones per sample = 600,000/h; 1 MiB per 5,000 = 210 bytes each
             assert "600,000/h" in growth[0][0] and "210 bytes" in growth[0][0], growth
+    # a dip at 5 minutes (the allocator returning a batch's memory) is not the reference
+    samples = [fake_sample(k, 70 if k == 10 else 100, 0.05, {}) for k in range(1, 121)]
+    v = {t: verdict for t, _, verdict in soak.verdicts({"minutes": 60, "samples": samples})}
+    assert v["RSS within 10 % of its value after 5 min (its highest up to then)"] == "MET", v
     # RSS growing, p99 rising: both NOT MET
     samples = [fake_sample(k, 100 + k, 0.05 * (1 + k / 20), {}) for k in range(1, 121)]
     v = {t: verdict for t, _, verdict in soak.verdicts({"minutes": 60, "samples": samples})}
-    assert v["RSS within 10 % of its value at 5 min"] == "NOT MET", v
+    assert v["RSS within 10 % of its value after 5 min (its highest up to then)"] == "NOT MET", v
     assert [x for t, x in v.items() if t.startswith("freshness p99")] == ["NOT MET"], v
     # interrupted before 15 minutes: no verdict, no crash
     assert soak.verdicts({"minutes": 60, "samples": samples[:3]})[0][2] == "n/a"
     # a 6-minute trial: the windows scale by 6/60
     samples = [fake_sample(k, 100, 0.05, {}) for k in range(1, 13)]
     v = soak.verdicts({"minutes": 6, "samples": samples})
-    assert any(t == "RSS within 10 % of its value at 0.5 min" for t, _, _ in v), v
+    assert any(t.startswith("RSS within 10 % of its value after 0.5 min") for t, _, _ in v), v
     return samples
 
 

@@ -1,0 +1,68 @@
+#include "daemon/prune_thread.h"
+
+#include <chrono>
+#include <utility>
+
+#include "common/log.h"
+#include "connectors/postgres_store.h"
+
+namespace denormd {
+namespace {
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+PruneThread::PruneThread(const Config& config, std::string postgres_url)
+    : config_(config), postgres_url_(std::move(postgres_url)), last_end_ms_(SteadyMs()) {}
+
+PruneThread::~PruneThread() { Stop(); }
+
+void PruneThread::StartIfDue(const RetentionConfig& retention) {
+  if (retention.interval_s == 0 || running_.load() || stop_.load()) return;
+  if (SteadyMs() - last_end_ms_.load() < static_cast<int64_t>(retention.interval_s) * 1000) return;
+  if (thread_.joinable()) thread_.join();  // the last prune's, ended
+  running_.store(true);
+  thread_ = std::thread([this, retention] { Prune(retention); });
+}
+
+void PruneThread::Stop() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void PruneThread::Prune(RetentionConfig retention) {
+  const auto start = std::chrono::steady_clock::now();
+  PruneReport report;
+  Status status;
+  {
+    PostgresStore store(config_, postgres_url_);  // its own connection, closed at the end
+    status = store.Prune(retention, kPruneChunkRows, &report, nullptr,
+                         [this] { return stop_.load(); });
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!status.ok()) {
+    Log(LogLevel::kWarn, "prune_failed",
+        {{"error", status.message()}, {"rows_removed", report.total()},
+         {"next_in_s", retention.interval_s}});
+  } else {
+    if (report.stale_apply_cleared) {
+      Log(LogLevel::kWarn, "stale_apply_cleared",
+          {{"journal_rows", report.stale_journal_rows},
+           {"note", "an interrupted apply's mark, journal and __next tables were removed"}});
+    }
+    Log(report.total() > 0 ? LogLevel::kInfo : LogLevel::kDebug, "pruned",
+        {{"tombstones", report.tombstones}, {"dead_letters", report.dead_letters},
+         {"lock_rows", report.lock_rows}, {"zero_counts", report.zero_counts},
+         {"ms", seconds * 1000}});
+  }
+  last_end_ms_.store(SteadyMs());
+  running_.store(false);
+}
+
+}  // namespace denormd

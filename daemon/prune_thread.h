@@ -1,0 +1,64 @@
+// PruneThread: `denormd run`'s retention (PostgresStore::Prune, what
+// `denormd prune` does) on a thread and a connection of its own, so that a
+// prune never holds up the batches. A prune reads `entities`, `locks` and
+// `ref_counts` through in chunks: on the benchmark's soak store it took 3.6 to
+// 8.5 s, growing with the tombstones, and while it ran between two batches
+// (as it did) no event was applied, so every interval with a prune had a
+// freshness p99 of 10 to 22 s (docs/benchmarks.md, "Soak").
+//
+// Pruning beside the batches is what it already is beside other instances:
+// each chunk is a short transaction that skips the rows a batch holds, and a
+// batch that finds a lock row pruned under it retries once
+// (PostgresTransaction::LockKeys).
+//
+// One owner thread calls StartIfDue and Stop; the prune itself only logs.
+#ifndef DENORMD_DAEMON_PRUNE_THREAD_H_
+#define DENORMD_DAEMON_PRUNE_THREAD_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <thread>
+
+#include "config/config.h"
+
+namespace denormd {
+
+// Rows one prune transaction removes at most (`run` and `denormd prune`).
+constexpr size_t kPruneChunkRows = 10000;
+
+class PruneThread {
+ public:
+  // Borrows `config` (its store section), which must outlive this.
+  PruneThread(const Config& config, std::string postgres_url);
+  ~PruneThread();  // Stop()
+  PruneThread(const PruneThread&) = delete;
+  PruneThread& operator=(const PruneThread&) = delete;
+
+  // Starts a prune with `retention` when none runs and retention.interval_s
+  // (0: never) has passed since the last one ended, or since this was made
+  // (the first prune is one interval in).
+  void StartIfDue(const RetentionConfig& retention);
+
+  // Whether a prune is running (tests, status).
+  bool running() const { return running_.load(); }
+
+  // Asks a running prune to end after its current chunk (what it removed is
+  // kept) and waits for it.
+  void Stop();
+
+ private:
+  void Prune(RetentionConfig retention);
+
+  const Config& config_;
+  const std::string postgres_url_;
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> last_end_ms_;  // steady clock, when the last prune ended
+};
+
+}  // namespace denormd
+
+#endif  // DENORMD_DAEMON_PRUNE_THREAD_H_
