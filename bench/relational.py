@@ -92,13 +92,12 @@ import time
 import kafka_produce
 from harness.contenders import Contender
 from harness.contenders.denormd_run import run_rate
-from harness.daemon import Daemon, histogram, metric_value, quantile
-from harness.freshness import DEFAULT_FRESHNESS_FRACTION
+from harness.daemon import Daemon, event_age, metric_value
+from harness.freshness import DEFAULT_FRESHNESS_FRACTION, new_events
 from harness.requests import metrics_requests
 from harness.services import BENCH, REPO, BenchError, log
 from harness.store import (SCHEMAS, check, checkpoint, drop_schema, mark_schema, row_writes,
                            vacuum_analyze)
-from harness.workload import change_lines
 
 TABLES = {  # table -> (entity type, key columns, other columns)
     "authors": ("author", ["id"], ["firstName", "lastName", "images"]),
@@ -384,9 +383,7 @@ def consume(env, config, schema, group, topics, n_records, n_logical, tag, what)
         assigned = d.wait_for(r"partitions_assigned", 60)
         done = d.wait_for_count(lambda: positions(env, schema, group, topics)[0] - base,
                                 n_records, what, "records", args.stall_seconds)
-        text = d.metrics()
-        with open(os.path.join(env.work, f"relational-{tag}.metrics"), "w") as fh:
-            fh.write(text)
+        text = d.save_metrics(os.path.join(env.work, f"relational-{tag}.metrics"))
     finally:
         code = d.stop()
     if code != 0:
@@ -402,15 +399,13 @@ def consume(env, config, schema, group, topics, n_records, n_logical, tag, what)
             "documents": row_writes(env, schema) - before}
 
 
-def freshness(env, r, tr, config, schema, group, topics, sizes, changes, n_changes, tag):
+def freshness(env, r, tr, config, schema, group, topics, w, tag):
     """The daemon on the store after CHANGES, new logical changes (the stream continued past
     changes.jsonl) produced at 20% of this contender's CHANGES rate (logical changes/s), each
     one's records together (the due time as their timestamp), for --freshness-seconds."""
     args = env.args
     rate = max(1.0, DEFAULT_FRESHNESS_FRACTION * r["changes"]["rate"])
-    want = max(1, int(rate * args.freshness_seconds))
-    lines = change_lines(env, sizes, changes, n_changes, n_changes, want,
-                         "relational freshness")
+    lines = new_events(env, w, rate, "relational freshness")
     groups = [tr.translate(json.loads(line)) for line in lines]
     base = positions(env, schema, group, topics)[0]
     checkpoint(env)
@@ -448,25 +443,12 @@ def freshness(env, r, tr, config, schema, group, topics, sizes, changes, n_chang
                 p.close()
         f.update({"sent": i, "sent_records": sent_records, "elapsed": elapsed,
                   "producer_max_lag": max_lag})
-        deadline = time.time() + 120
-        while positions(env, schema, group, topics)[0] - base < sent_records:
-            if time.time() > deadline or not d.alive():
-                raise BenchError("relational path: freshness: the daemon did not catch up:\n"
-                                 + d.log_text()[-3000:])
-            time.sleep(0.1)
-        text = d.metrics()
-        with open(os.path.join(env.work, f"relational-fresh-{tag}.metrics"), "w") as fh:
-            fh.write(text)
+        d.wait_until(lambda: not positions(env, schema, group, topics)[0] - base < sent_records,
+                     "relational path: freshness: the daemon did not catch up")
+        text = d.save_metrics(os.path.join(env.work, f"relational-fresh-{tag}.metrics"))
     finally:
         d.stop()
-    b = histogram(text, "denormd_event_age_seconds")
-    f["count"] = b[-1][1] if b else 0
-    if not f["count"]:
-        raise BenchError("relational path: freshness: denormd_event_age_seconds is empty")
-    f["p50"], f["p99"] = quantile(b, 0.50), quantile(b, 0.99)
-    f["max"] = metric_value(text, "denormd_event_age_max_seconds")
-    if f["max"] is not None:
-        f["p50"], f["p99"] = (min(q, f["max"]) if q is not None else None for q in (f["p50"], f["p99"]))
+    f.update(event_age(text, "relational path: freshness: denormd_event_age_seconds is empty"))
     f["rss_kib"] = d.rss_kib
     r["freshness"] = f
     log(f"relational path: freshness: {i} logical changes ({sent_records} records) at "
@@ -505,14 +487,9 @@ class Relational(Contender):
         env.run([env.denormd, "verify", "-q", "-c", config], f"create schema {schema}")
         mark_schema(env, schema)
         create_topics(env, topics.values())
-        self.tr = tr = Translator()
+        self.tr = Translator()
 
-        n, recs, per_table, secs = fill(env, topics, load, tr, snapshot=True)
-        if n != n_load:
-            raise BenchError(f"relational path: {n} load events translated, {n_load} expected")
-        r["load_fill"] = {"seconds": secs, "records": per_table}
-        log(f"relational path: load: {n:,} events -> {recs:,} snapshot records "
-            f"({', '.join(f'{t} {c:,}' for t, c in per_table.items())}) in the topics in {secs:.1f} s")
+        n, recs = self.fill_topics("load", load, n_load)
         r["load"] = consume(env, config, schema, group, topics, recs, n, "load",
                             "relational path (load)")
         lo = r["load"]
@@ -523,16 +500,10 @@ class Relational(Contender):
 
     def changes(self):
         env, results, schema, group, topics = self.env, self.results, self.schema, self.group, self.topics
-        changes, n_changes, config, tr = self.w.changes, self.w.n_changes, self.config, self.tr
         r = self.result()
         lo = r["load"]
-        n, recs, per_table, secs = fill(env, topics, changes, tr, snapshot=False)
-        if n != n_changes:
-            raise BenchError(f"relational path: {n} change events translated, {n_changes} expected")
-        r["changes_fill"] = {"seconds": secs, "records": per_table}
-        log(f"relational path: changes: {n:,} logical changes -> {recs:,} change records "
-            f"({', '.join(f'{t} {c:,}' for t, c in per_table.items())}) in the topics in {secs:.1f} s")
-        r["changes"] = consume(env, config, schema, group, topics, recs, n, "changes",
+        n, recs = self.fill_topics("changes", self.w.changes, self.w.n_changes)
+        r["changes"] = consume(env, self.config, schema, group, topics, recs, n, "changes",
                                "relational path (changes)")
         c = r["changes"]
         r["rss_kib"] = max(x for x in (lo["rss_kib"], c["rss_kib"], 0) if x is not None) or None
@@ -545,6 +516,20 @@ class Relational(Contender):
                 results["notes"].append(f"relational path: {r[phase]['dead']} dead letters in {phase} "
                                         f"(see the schema {schema}'s dead_letters)")
         self.phase = "changes"
+
+    def fill_topics(self, phase, path, expected):
+        """A log's records appended to the topics (untimed): the load as the initial snapshot,
+        the changes as streamed changes. Returns (logical changes, change records)."""
+        snapshot = phase == "load"
+        n, recs, per_table, secs = fill(self.env, self.topics, path, self.tr, snapshot=snapshot)
+        if n != expected:
+            raise BenchError(f"relational path: {n} {'load' if snapshot else 'change'} events "
+                             f"translated, {expected} expected")
+        self.result()[f"{phase}_fill"] = {"seconds": secs, "records": per_table}
+        units = ("events", "snapshot records") if snapshot else ("logical changes", "change records")
+        log(f"relational path: {phase}: {n:,} {units[0]} -> {recs:,} {units[1]} "
+            f"({', '.join(f'{t} {c:,}' for t, c in per_table.items())}) in the topics in {secs:.1f} s")
+        return n, recs
 
     def documents(self):
         """After LOAD, against the reference store while it is still at the load point; after
@@ -561,8 +546,8 @@ class Relational(Contender):
     def freshness(self):
         env, results, r = self.env, self.results, self.result()
         try:
-            freshness(env, r, self.tr, self.config, self.schema, self.group, self.topics,
-                      self.w.sizes, self.w.changes, self.w.n_changes, self.run_id)
+            freshness(env, r, self.tr, self.config, self.schema, self.group, self.topics, self.w,
+                      self.run_id)
         except BenchError as e:
             log(f"relational path: freshness failed: {e}")
             results["notes"].append("relational path: freshness failed: " + str(e).splitlines()[0])

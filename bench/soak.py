@@ -471,9 +471,7 @@ def run(env, results, changes, n_changes, sizes, ref, run_id, wdir):
                         f'coalesce(sum(dead), 0) from "{schema}".positions '
                         f"where source like 'kafka:%:' || '{topic}'")[0]
         r["positions"] = {"applied": int(row[0]), "stale": int(row[1]), "dead": int(row[2])}
-        text = d.metrics()
-        with open(os.path.join(env.work, f"soak-{run_id}.metrics"), "w") as fh:
-            fh.write(text)
+        text = d.save_metrics(os.path.join(env.work, f"soak-{run_id}.metrics"))
         r["feed_published"] = int(metric_value(text, "denormd_feed_published_total") or 0)
         _, r["tables_end"] = table_stats(env, schema)
     finally:

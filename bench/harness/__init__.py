@@ -5,7 +5,8 @@
   workload.py    the generated workload (cached per size and seed) and its lines
   store.py       the harness's schemas, checks of documents, configs, `denormd replay`
                  into a store, copies of a loaded store, the reference store
-  daemon.py      `denormd run` in the background, its /metrics and positions
+  daemon.py      `denormd run` in the background, its /metrics and positions; producing
+                 at a fixed rate into a topic
   requests.py    round trips and statements to PostgreSQL per batch and per event
   contenders/    one module per contender, one interface (contenders.Contender)
   freshness.py   freshness of `denormd run` at fixed input rates

@@ -3,12 +3,13 @@ histograms, their quantiles) and what it committed (its positions); Kafka topics
 
 import os
 import re
-import signal
 import subprocess
 import time
 import urllib.request
 
-from .services import REPO, BenchError
+import kafka_produce
+
+from .services import REPO, BenchError, terminate
 
 
 class Daemon:
@@ -65,15 +66,26 @@ class Daemon:
         with urllib.request.urlopen(url, timeout=10) as resp:
             return resp.read().decode()
 
+    def save_metrics(self, path):
+        """Its /metrics, also written to path; returns the text."""
+        text = self.metrics()
+        with open(path, "w") as fh:
+            fh.write(text)
+        return text
+
+    def wait_until(self, done, what, timeout=120):
+        """Polls done() every 0.1 s until it holds; a BenchError "what:" with the log's tail
+        when timeout seconds pass first or the daemon exits."""
+        deadline = time.time() + timeout
+        while not done():
+            if time.time() > deadline or not self.alive():
+                raise BenchError(f"{what}:\n" + self.log_text()[-3000:])
+            time.sleep(0.1)
+
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                _, status, rusage = os.wait4(self.proc.pid, 0)
-                self.proc.returncode = os.waitstatus_to_exitcode(status)
-                self.rss_kib = rusage.ru_maxrss
-            except ChildProcessError:
-                self.proc.wait()
+        rusage = terminate(self.proc)
+        if rusage is not None:
+            self.rss_kib = rusage.ru_maxrss
         self.log_file.close()
         m = re.findall(r"daemon_stopped.*?peak_rss_kib=(\d+)", self.log_text())
         if m:
@@ -111,6 +123,30 @@ def quantile(buckets, q):
             return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
         prev_le, prev_c = le, c
     return prev_le
+
+
+def event_age(text, empty):
+    """count, p50, p99 and max of denormd_event_age_seconds in a /metrics text: the quantiles
+    interpolated within its buckets, capped by the observed maximum; a BenchError `empty`
+    when it counts no event."""
+    b = histogram(text, "denormd_event_age_seconds")
+    f = {"count": b[-1][1] if b else 0}
+    if not f["count"]:
+        raise BenchError(empty)
+    f["p50"], f["p99"] = quantile(b, 0.50), quantile(b, 0.99)
+    f["max"] = metric_value(text, "denormd_event_age_max_seconds")
+    if f["max"] is not None:  # interpolation within a bucket may overshoot the true maximum
+        f["p50"], f["p99"] = (min(q, f["max"]) if q is not None else None for q in (f["p50"], f["p99"]))
+    return f
+
+
+def produce(env, topic, lines, rate, seconds, stop, **options):
+    """lines into the 4-partition topic at `rate` per second for at most `seconds`, on a
+    producer of their own (kafka_produce.py); (sent, elapsed seconds, max lag)."""
+    producer = kafka_produce.Producer(env.brokers, topic, 4, **options)
+    result = kafka_produce.produce_at_rate(producer, lines, rate, seconds, stop=stop)
+    producer.close()
+    return result
 
 
 def kafka_topic(env, name, partitions):

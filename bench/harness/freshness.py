@@ -6,12 +6,10 @@ feed's delay and the Kafka Streams peer's freshness use."""
 import os
 import time
 
-import kafka_produce
-
 from .contenders.denormd_run import run_rate
-from .daemon import Daemon, histogram, kafka_topic, metric_value, positions_total, quantile
+from .daemon import Daemon, event_age, kafka_topic, metric_value, positions_total, produce
 from .requests import metrics_requests
-from .services import BenchError, log
+from .services import log
 from .store import SCHEMAS, checkpoint, ref_advance, write_config
 from .workload import change_lines
 
@@ -36,6 +34,13 @@ def freshness_rates(env, results):
     base = run_rate(results)
     return [(max(1.0, fr * base), fr, f"{fr:.0%} of denormd run's CHANGES rate")
             for fr in args.freshness_fractions] if base else []
+
+
+def new_events(env, w, rate, label):
+    """The events that --freshness-seconds at `rate` takes, after changes.jsonl (the stream
+    continued by the generator): for a store that has applied all of it."""
+    want = max(1, int(rate * env.args.freshness_seconds))
+    return change_lines(env, w.sizes, w.changes, w.n_changes, w.n_changes, want, label)
 
 
 def default_freshness(results):
@@ -89,30 +94,16 @@ def freshness_at(env, lines, rate, how, ref, tag):
         d.wait_for(r"partitions_assigned", 60)
         time.sleep(1.0)
         log(f"freshness: producing at {rate:,.0f} events/s ({how}) for {args.freshness_seconds:g} s")
-        producer = kafka_produce.Producer(env.brokers, topic, 4)
-        sent, elapsed, lag = kafka_produce.produce_at_rate(
-            producer, lines, rate, args.freshness_seconds, stop=lambda: not d.alive())
-        producer.close()
+        sent, elapsed, lag = produce(env, topic, lines, rate, args.freshness_seconds,
+                                     lambda: not d.alive())
         f.update({"sent": sent, "elapsed": elapsed, "producer_max_lag": lag})
-        deadline = time.time() + 120
-        while positions_total(env, schema, topic) < sent:
-            if time.time() > deadline or not d.alive():
-                raise BenchError("freshness: the daemon did not catch up:\n" + d.log_text()[-3000:])
-            time.sleep(0.1)
-        text = d.metrics()
-        with open(os.path.join(env.work, f"fresh-{tag}.metrics"), "w") as fh:
-            fh.write(text)
+        d.wait_until(lambda: not positions_total(env, schema, topic) < sent,
+                     "freshness: the daemon did not catch up")
+        text = d.save_metrics(os.path.join(env.work, f"fresh-{tag}.metrics"))
     finally:
         d.stop()
-    b = histogram(text, "denormd_event_age_seconds")
-    f["count"] = b[-1][1] if b else 0
-    if not f["count"]:
-        raise BenchError("freshness: denormd_event_age_seconds is empty (a daemon without the "
-                         "freshness metrics?)")
-    f["p50"], f["p99"] = quantile(b, 0.50), quantile(b, 0.99)
-    f["max"] = metric_value(text, "denormd_event_age_max_seconds")
-    if f["max"] is not None:  # interpolation within a bucket may overshoot the true maximum
-        f["p50"], f["p99"] = (min(q, f["max"]) if q is not None else None for q in (f["p50"], f["p99"]))
+    f.update(event_age(text, "freshness: denormd_event_age_seconds is empty (a daemon without the "
+                             "freshness metrics?)"))
     f["rss_kib"] = d.rss_kib
     batches = metric_value(text, "denormd_batch_duration_seconds_count") or 0
     f["batches"] = int(batches)

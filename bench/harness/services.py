@@ -7,6 +7,7 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -125,6 +126,21 @@ def timed_process(env, cmd, what, stdout_path=None, stderr_path=None):
         raise BenchError(f"{what} failed (exit {p.returncode}): {shlex.join(cmd)}\n"
                          + stderr_text[-3000:] + stdout_text[-1000:])
     return seconds, stdout_text, rusage.ru_maxrss
+
+
+def terminate(proc):
+    """SIGTERM to a child still running, then its exit status (into proc.returncode) and its
+    resource usage from wait4; None when it had exited already or was reaped elsewhere."""
+    if proc.poll() is not None:
+        return None
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, status, rusage = os.wait4(proc.pid, 0)
+    except ChildProcessError:
+        proc.wait()
+        return None
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return rusage
 
 
 def port_open(port):

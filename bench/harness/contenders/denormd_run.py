@@ -47,9 +47,7 @@ class DenormdRun(Contender):
             assigned = d.wait_for(r"partitions_assigned", 60)
             done = d.wait_for_count(lambda: positions_total(env, schema, topic), n_changes,
                                     "denormd run", "events", args.stall_seconds)
-            text = d.metrics()
-            with open(os.path.join(env.work, f"run-{run_id}.metrics"), "w") as fh:
-                fh.write(text)
+            text = d.save_metrics(os.path.join(env.work, f"run-{run_id}.metrics"))
         finally:
             code = d.stop()
         if code != 0:

@@ -4,14 +4,11 @@ published to Kafka), and the feed's delay from the PostgreSQL commit to the topi
 import os
 import time
 
-import kafka_produce
-
 from . import Contender
-from ..daemon import Daemon, histogram, kafka_topic, metric_value, positions_total, quantile
-from ..freshness import default_freshness_rate
+from ..daemon import Daemon, histogram, kafka_topic, metric_value, positions_total, produce, quantile
+from ..freshness import default_freshness_rate, new_events
 from ..services import BenchError, log
 from ..store import SCHEMAS, check, checkpoint, row_writes, write_config
-from ..workload import change_lines
 
 
 class Feed(Contender):
@@ -71,9 +68,7 @@ class Feed(Contender):
                     raise BenchError(f"denormd run + feed exited ({d.proc.returncode}):\n"
                                      + d.log_text()[-3000:])
                 time.sleep(0.1)
-            text = d.metrics()
-            with open(os.path.join(env.work, f"feed-{run_id}.metrics"), "w") as fh:
-                fh.write(text)
+            text = d.save_metrics(os.path.join(env.work, f"feed-{run_id}.metrics"))
         finally:
             code = d.stop()
         if code != 0:
@@ -101,15 +96,14 @@ class Feed(Contender):
     def freshness(self):
         """The delay at the freshness rate, on new events, in a second daemon."""
         env, results, run_id = self.env, self.results, self.run_id
-        sizes, changes, n_changes = self.w.sizes, self.w.changes, self.w.n_changes
+        n_changes = self.w.n_changes
         args, schema, topic, config, outbox = env.args, self.schema, self.topic, self.config, self.outbox
         r = self.result()
         rate = default_freshness_rate(env, results)
         if not rate:
             log("denormd run + feed: no denormd run rate and no --freshness-rate: delay not measured")
             return
-        want = max(1, int(rate * args.freshness_seconds))
-        lines = change_lines(env, sizes, changes, n_changes, n_changes, want, "feed delay")
+        lines = new_events(env, self.w, rate, "feed delay")
         checkpoint(env)
         d = Daemon(env, config, args.metrics_port, os.path.join(env.work, f"feed-delay-{run_id}.log"))
         try:
@@ -118,19 +112,12 @@ class Feed(Contender):
             time.sleep(1.0)
             log(f"denormd run + feed: delay to the topic: producing at {rate:,.0f} events/s for "
                 f"{args.freshness_seconds:g} s (the freshness rate)")
-            producer = kafka_produce.Producer(env.brokers, topic, 4)
-            sent, elapsed, _ = kafka_produce.produce_at_rate(
-                producer, lines, rate, args.freshness_seconds, stop=lambda: not d.alive())
-            producer.close()
-            deadline = time.time() + 120
-            while positions_total(env, schema, topic) < n_changes + sent or outbox() > 0:
-                if time.time() > deadline or not d.alive():
-                    raise BenchError("denormd run + feed: the delay phase did not catch up:\n"
-                                     + d.log_text()[-3000:])
-                time.sleep(0.1)
-            text = d.metrics()
-            with open(os.path.join(env.work, f"feed-delay-{run_id}.metrics"), "w") as fh:
-                fh.write(text)
+            sent, elapsed, _ = produce(env, topic, lines, rate, args.freshness_seconds,
+                                       lambda: not d.alive())
+            d.wait_until(lambda: not (positions_total(env, schema, topic) < n_changes + sent
+                                      or outbox() > 0),
+                         "denormd run + feed: the delay phase did not catch up")
+            text = d.save_metrics(os.path.join(env.work, f"feed-delay-{run_id}.metrics"))
         finally:
             d.stop()
         b = histogram(text, "denormd_feed_delay_seconds")

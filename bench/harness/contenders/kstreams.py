@@ -7,17 +7,14 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import time
 
-import kafka_produce
-
 from . import Contender
-from ..freshness import default_freshness_rate
-from ..services import BENCH, REPO, BenchError, fmt_count, log
+from ..daemon import produce
+from ..freshness import default_freshness_rate, new_events
+from ..services import BENCH, REPO, BenchError, fmt_count, log, terminate
 from ..store import COLLECTIONS, COPY_OPTS, SCHEMAS, check, checkpoint, drop_schema, mark_schema
-from ..workload import change_lines
 
 KSTREAMS_DIR = os.path.join(BENCH, "peers", "kstreams")
 
@@ -122,15 +119,10 @@ class KStreamsApp:
             return None
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                _, status, rusage = os.wait4(self.proc.pid, 0)
-                self.proc.returncode = os.waitstatus_to_exitcode(status)
-                self.rss_kib = rusage.ru_maxrss
-                self.cpu_seconds = rusage.ru_utime + rusage.ru_stime
-            except ChildProcessError:
-                self.proc.wait()
+        rusage = terminate(self.proc)
+        if rusage is not None:
+            self.rss_kib = rusage.ru_maxrss
+            self.cpu_seconds = rusage.ru_utime + rusage.ru_stime
         for f in (self.proc.stdin, self.out, self.err):
             try:
                 f.close()
@@ -261,15 +253,13 @@ class KafkaStreams(Contender):
         """The peer at denormd's freshness rate for --freshness-seconds, on new events: the
         generator's stream continued past changes.jsonl (the peer has applied all of it)."""
         env, results, app = self.env, self.results, self.app
-        sizes, changes, n_changes = self.w.sizes, self.w.changes, self.w.n_changes
         args = env.args
         ks, r = app.ks, results["contenders"]["kstreams"]
         rate = default_freshness_rate(env, results)
         if not rate:
             log("Kafka Streams freshness: no denormd run rate and no --freshness-rate: skipped")
             return
-        want = max(1, int(rate * args.freshness_seconds))
-        lines = change_lines(env, sizes, changes, n_changes, n_changes, want, "Kafka Streams freshness")
+        lines = new_events(env, self.w, rate, "Kafka Streams freshness")
         fr = r["freshness"] = {"rate": rate, "seconds": args.freshness_seconds}
         fresh = subprocess.Popen(
             java(env, "Tools", "fresh", "--bootstrap", env.brokers, "--output-prefix", ks["prefix"],
@@ -285,10 +275,8 @@ class KafkaStreams(Contender):
             log(f"Kafka Streams freshness: producing at {rate:,.0f} events/s (denormd's freshness rate) "
                 f"for {args.freshness_seconds:g} s, murmur2-partitioned like the peer's topic")
             cpu0 = app.cpu()
-            producer = kafka_produce.Producer(env.brokers, ks["topic"], 4, partitioner="murmur2")
-            sent, elapsed, lag = kafka_produce.produce_at_rate(
-                producer, lines, rate, args.freshness_seconds, stop=lambda: app.proc.poll() is not None)
-            producer.close()
+            sent, elapsed, lag = produce(env, ks["topic"], lines, rate, args.freshness_seconds,
+                                         lambda: app.proc.poll() is not None, partitioner="murmur2")
             produced = time.time()
             fr.update({"sent": sent, "elapsed": elapsed, "producer_max_lag": lag})
             fr["caught_up_after_seconds"] = wait_caught_up(env, app) - produced
