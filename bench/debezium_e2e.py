@@ -43,7 +43,7 @@ The phases:
                  send to the last COMMIT returned). The marker rows are deleted afterwards.
   3. check       the documents against denormd replay of the native workload into another
                  schema (the reference relational.py's path is checked against: the same four
-                 collections, jsonb equality, post_comments by content, bench/run.py's
+                 collections, jsonb equality, post_comments by content, bench/harness/store.py's
                  compare_documents). A difference prints WRONG and no figures.
   4. delay       the change stream continued past changes.jsonl (the generator, same seed),
                  at --delay-fraction (20 %) of phase 2's end-to-end rate for --delay-seconds,
@@ -101,10 +101,12 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 sys.dont_write_bytecode = True  # no bench/__pycache__
-import run as bench  # noqa: E402  (bench/run.py: Env, Daemon, compare_documents, histograms)
 import relational  # noqa: E402  (bench/relational.py: the tables and the Translator)
+from harness.daemon import Daemon, histogram, metric_value, quantile  # noqa: E402
+from harness.services import BenchError, Env, machine, pg_version, port_open  # noqa: E402
+from harness.store import compare_documents, vacuum_analyze, write_config  # noqa: E402
+from harness.workload import GEN_DEFAULTS, count_lines, read_lines  # noqa: E402
 
-BenchError = bench.BenchError
 SCHEMA = "bench_e2e"          # the documents of the Debezium path
 REF_SCHEMA = "bench_e2e_ref"  # denormd replay of the native workload
 MARK = "zz-e2e"               # ids of the harness's own rows (markers, probes)
@@ -372,8 +374,8 @@ class Services:
                                   ("connect", [a.connect_port], "--connect-port")):
             if self.running(name):
                 continue
-            busy += [f"{p} ({flag})" for p in ports if bench.port_open(p)]
-        if bench.port_open(a.metrics_port):
+            busy += [f"{p} ({flag})" for p in ports if port_open(p)]
+        if port_open(a.metrics_port):
             busy.append(f"{a.metrics_port} (--metrics-port)")
         if busy:
             raise BenchError("port(s) " + ", ".join(busy) + " already in use by another "
@@ -576,7 +578,7 @@ def workload(args, sizes, changes):
     if os.path.exists(os.path.join(d, "manifest.json")):
         os.remove(os.path.join(d, "manifest.json"))
     cmd = [sys.executable, gen, "--out", d, "--changes", str(changes), "--seed", str(args.seed)]
-    for k in bench.GEN_DEFAULTS:
+    for k in GEN_DEFAULTS:
         cmd += [f"--{k}", str(sizes[k])]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
@@ -591,10 +593,10 @@ def continued_lines(args, sizes, changes_path, n_changes, count):
     seed starts with changes.jsonl (checked on its last line)."""
     extra = -(-count // 10_000) * 10_000
     longer = os.path.join(workload(args, sizes, n_changes + extra), "changes.jsonl")
-    if bench.read_lines(longer, n_changes - 1, n_changes) != \
-            bench.read_lines(changes_path, n_changes - 1, n_changes):
+    if read_lines(longer, n_changes - 1, n_changes) != \
+            read_lines(changes_path, n_changes - 1, n_changes):
         raise BenchError("the continued change stream does not extend changes.jsonl (generator?)")
-    return bench.read_lines(longer, n_changes, n_changes + count)
+    return read_lines(longer, n_changes, n_changes + count)
 
 
 # ----------------------------------------------------------------------------
@@ -700,7 +702,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("workload (bench/generate_workload.py, bench/run.py's defaults)")
-    for k, v in bench.GEN_DEFAULTS.items():
+    for k, v in GEN_DEFAULTS.items():
         g.add_argument(f"--{k}", type=int, default=v, help=f"default {v:,}")
     g.add_argument("--changes", type=int, default=20_000, help="default 20,000")
     g.add_argument("--seed", type=int, default=20261125)
@@ -745,8 +747,8 @@ def main():
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_term)
 
-    env = bench.Env(argparse.Namespace(state_dir=args.state_dir, pg_port=args.pg_port,
-                                       kafka_port=args.kafka_port, seed=args.seed, out=args.out))
+    env = Env(argparse.Namespace(state_dir=args.state_dir, pg_port=args.pg_port,
+                                 kafka_port=args.kafka_port, seed=args.seed, out=args.out))
     os.makedirs(env.work, exist_ok=True)
     lock = open(os.path.join(args.state_dir, "e2e.lock"), "w")
     try:
@@ -817,11 +819,11 @@ def main():
 
 
 def _run(args, env, svc, results, conns):
-    sizes = {k: getattr(args, k) for k in bench.GEN_DEFAULTS}
+    sizes = {k: getattr(args, k) for k in GEN_DEFAULTS}
     results["sizes"] = dict(sizes, changes=args.changes)
     wdir = workload(args, sizes, args.changes)
     load_path, changes_path = os.path.join(wdir, "load.jsonl"), os.path.join(wdir, "changes.jsonl")
-    n_changes = bench.count_lines(changes_path)
+    n_changes = count_lines(changes_path)
 
     svc.start("postgres", f"the store PostgreSQL on port {args.pg_port}")
     svc.start("app", f"the application PostgreSQL on port {args.app_pg_port} (wal_level=logical)")
@@ -829,7 +831,7 @@ def _run(args, env, svc, results, conns):
     check_owned(args.pg_port, "denorm", env.state_dir)
     check_owned(args.app_pg_port, APP_DB, svc.app_state)
     env.owned = True
-    results["pg_version"] = bench.pg_version(env)
+    results["pg_version"] = pg_version(env)
 
     # -- the rows ----------------------------------------------------------------
     log("translating the workload (bench/relational.py's Translator) into rows and SQL")
@@ -880,7 +882,7 @@ def _run(args, env, svc, results, conns):
     # -- denormd ---------------------------------------------------------------------
     topics = {tbl: f"{args.topic_prefix}.public.{tbl}" for tbl in relational.TABLES}
     group = f"denormd-{args.topic_prefix}"
-    config = relational.write_config(bench, env, SCHEMA, topics, group)
+    config = relational.write_config(env, SCHEMA, topics, group)
     env.run([env.denormd, "check", "-q", "-c", config], "denormd check")
     for s in (SCHEMA, REF_SCHEMA):
         env.psql(f'set client_min_messages = warning; drop schema if exists "{s}" cascade')
@@ -896,7 +898,7 @@ def _run(args, env, svc, results, conns):
         return int(r[0][0]), int(r[0][1])
 
     log(f"starting denormd run ({os.path.relpath(config, REPO)})")
-    daemon = bench.Daemon(env, config, args.metrics_port, os.path.join(env.work, "denormd-run.log"))
+    daemon = Daemon(env, config, args.metrics_port, os.path.join(env.work, "denormd-run.log"))
     results["_daemon"] = daemon
     rss.pids["denormd"] = daemon.proc.pid
     assigned = daemon.wait_for(r"partitions_assigned", 120)
@@ -913,10 +915,10 @@ def _run(args, env, svc, results, conns):
     rss.set_phase("reference replay (denormd run idle)")
     log("reference: denormd replay of the native load.jsonl + changes.jsonl (schema "
         f"{REF_SCHEMA})")
-    ref_config = bench.write_config(env, REF_SCHEMA)
+    ref_config = write_config(env, REF_SCHEMA)
     for path in (load_path, changes_path):
         env.run([env.denormd, "replay", "-q", "-c", ref_config, path], f"replay {path}")
-    bench.vacuum_analyze(env, SCHEMA)
+    vacuum_analyze(env, SCHEMA)
     for port, db in ((args.pg_port, "denorm"), (args.app_pg_port, APP_DB)):
         c = PgConn(port, db)
         c.query("checkpoint")
@@ -962,10 +964,10 @@ def _run(args, env, svc, results, conns):
         "tombstones": kafka_records - records, "sql_rate": n_changes / (t_sql - t0),
         "tx_p50": quantile_exact(lat, 0.5), "tx_p99": quantile_exact(lat, 0.99),
         "tx_max": lat[-1] if lat else None,
-        "batches": (bench.metric_value(metrics1, "denormd_batches_total") or 0)
-        - (bench.metric_value(metrics0, "denormd_batches_total") or 0),
-        "documents_written": (bench.metric_value(metrics1, "denormd_documents_written_total") or 0)
-        - (bench.metric_value(metrics0, "denormd_documents_written_total") or 0)}
+        "batches": (metric_value(metrics1, "denormd_batches_total") or 0)
+        - (metric_value(metrics0, "denormd_batches_total") or 0),
+        "documents_written": (metric_value(metrics1, "denormd_documents_written_total") or 0)
+        - (metric_value(metrics0, "denormd_documents_written_total") or 0)}
     tp["cpu"], tp["others_top"] = CpuMeter.delta(cpu0, cpu1)
     if records != expected_records:
         results["notes"].append(f"throughput: denormd counted {records:,} change records, the "
@@ -1093,8 +1095,8 @@ def _run(args, env, svc, results, conns):
     with open(os.path.join(env.work, "metrics-delay.txt"), "w") as f:
         f.write(metrics1)
     all_delays = sorted(delays["a"] + delays["c"])
-    age = hist_delta(bench.histogram(metrics0, "denormd_event_age_seconds"),
-                     bench.histogram(metrics1, "denormd_event_age_seconds"))
+    age = hist_delta(histogram(metrics0, "denormd_event_age_seconds"),
+                     histogram(metrics1, "denormd_event_age_seconds"))
     dl = results["delay"] = {
         "rate": rate, "sent": sent, "elapsed": elapsed, "actual_rate": sent / elapsed,
         "probes": len(all_delays), "client_max_late": max_late,
@@ -1104,9 +1106,9 @@ def _run(args, env, svc, results, conns):
                         "p99": quantile_exact(sorted(v), 0.99), "max": max(v) if v else None}
                     for k, v in delays.items()},
         "event_age_count": age[-1][1] if age else 0,
-        "event_age_p50": bench.quantile(age, 0.5), "event_age_p99": bench.quantile(age, 0.99),
-        "batches": (bench.metric_value(metrics1, "denormd_batches_total") or 0)
-        - (bench.metric_value(metrics0, "denormd_batches_total") or 0)}
+        "event_age_p50": quantile(age, 0.5), "event_age_p99": quantile(age, 0.99),
+        "batches": (metric_value(metrics1, "denormd_batches_total") or 0)
+        - (metric_value(metrics0, "denormd_batches_total") or 0)}
     dl["cpu"], dl["others_top"] = CpuMeter.delta(cpu0, cpu1)
     with open(os.path.join(env.work, "delays.json"), "w") as f:
         json.dump(delays, f)
@@ -1163,7 +1165,7 @@ def sql_alone(args, txs):
 
 
 def check(env, results, label):
-    total, diffs, docs = bench.compare_documents(env, SCHEMA, REF_SCHEMA)
+    total, diffs, docs = compare_documents(env, SCHEMA, REF_SCHEMA)
     results.setdefault("checks", []).append({"label": label, "differ": total, "documents": docs,
                                              "detail": diffs})
     if total:
@@ -1328,7 +1330,7 @@ def report(args, results, code):
 
 
 def write_results(args, results, table, code):
-    mach = bench.machine()
+    mach = machine()
     header = ["# denormd: from SQL to documents through Debezium", "",
               f"- command: `{shlex.join(['bench/debezium_e2e.py'] + sys.argv[1:])}`",
               f"- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",

@@ -65,21 +65,22 @@ exactly when every listed author exists and is never deleted. That is what the w
 does (bench/generate_workload.py: every author a0..aN-1 is in load.jsonl before any book,
 books only ever list those, and no change deletes an author), and what a relational schema
 with a foreign key book_authors.author_id -> authors.id would enforce. The documents are
-then compared with the native replay's as every contender's are (bench/run.py, `check`):
-the same four collections, jsonb equality, post_comments by content. A workload that
-deleted authors would show here as WRONG, not be hidden.
+then compared with the native replay's as every contender's are (bench/harness/store.py,
+`check`): the same four collections, jsonb equality, post_comments by content. A workload
+that deleted authors would show here as WRONG, not be hidden.
 
-The contender: LOAD (the snapshot records pre-filled into the five topics, consumed by
-`denormd run` on an empty store: the stored source differs from the native path's, so it
-cannot be replay's copy, as denormd run's is), its documents compared with denormd
-replay's loaded store (the reference store, while it is still at the load point); then
-CHANGES (changes.jsonl's records appended to the topics while no daemon runs, consumed by a
-new `denormd run` of the same group), timed like run_contender: from `partitions_assigned`
-in its log until the positions of the five topics count every record; then the documents
-against denormd replay's after all changes; then freshness at 20% of its own CHANGES rate
-(logical changes, each one's records produced together; the generator's change stream
-continued past changes.jsonl, translated by the same Translator), from the daemon's
-denormd_event_age_seconds histogram like bench/run.py's freshness.
+The contender (Relational, harness.contenders.Contender's interface): LOAD (the snapshot
+records pre-filled into the five topics, consumed by `denormd run` on an empty store: the
+stored source differs from the native path's, so it cannot be replay's copy, as denormd
+run's is), its documents compared with denormd replay's loaded store (the reference store,
+while it is still at the load point); then CHANGES (changes.jsonl's records appended to the
+topics while no daemon runs, consumed by a new `denormd run` of the same group), timed like
+denormd run's: from `partitions_assigned` in its log until the positions of the five topics
+count every record; then the documents against denormd replay's after all changes; then
+freshness at 20% of its own CHANGES rate (logical changes, each one's records produced
+together; the generator's change stream continued past changes.jsonl, translated by the
+same Translator), from the daemon's denormd_event_age_seconds histogram like the freshness
+of bench/harness/freshness.py.
 """
 
 import json
@@ -89,6 +90,14 @@ import subprocess
 import time
 
 import kafka_produce
+from harness.contenders import Contender
+from harness.contenders.denormd_run import run_rate
+from harness.daemon import Daemon, event_age, metric_value
+from harness.freshness import DEFAULT_FRESHNESS_FRACTION, new_events
+from harness.requests import metrics_requests
+from harness.services import BENCH, REPO, BenchError, log
+from harness.store import (SCHEMAS, check, checkpoint, drop_schema, mark_schema, row_writes,
+                           vacuum_analyze)
 
 TABLES = {  # table -> (entity type, key columns, other columns)
     "authors": ("author", ["id"], ["firstName", "lastName", "images"]),
@@ -102,8 +111,7 @@ JSON_COLUMNS = {"authors": ["images"]}
 LINKS = "authorIds"  # a book's field kept in book_authors
 SNAPSHOT_LSN = 1 << 24  # the initial snapshot's LSN; streamed changes follow it
 PARTITIONS = 1  # per table topic
-SCHEMA_KEY = "relational"  # bench/run.py's SCHEMAS key
-DEFAULT_FRESHNESS_FRACTION = 0.2
+SCHEMA_KEY = "relational"  # harness.store.SCHEMAS's key
 
 
 class TranslationError(Exception):
@@ -252,21 +260,21 @@ def topic_names(run_id):
     return {t: f"bench.rel.{run_id}.{t}" for t in TABLES}
 
 
-def create_topics(bench, env, names):
+def create_topics(env, names):
     """scripts/kafka.sh topic-create for each (two JVM starts each: side by side)."""
-    script = os.path.join(bench.REPO, "scripts", "kafka.sh")
+    script = os.path.join(REPO, "scripts", "kafka.sh")
     procs = [(name, subprocess.Popen([script, "topic-create", name, str(PARTITIONS)], env=env.env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     cwd=bench.REPO)) for name in names]
+                                     cwd=REPO)) for name in names]
     for name, p in procs:
         _, err = p.communicate()
         if p.returncode != 0:
-            raise bench.BenchError(f"create topic {name} failed (exit {p.returncode}):\n{err[-2000:]}")
+            raise BenchError(f"create topic {name} failed (exit {p.returncode}):\n{err[-2000:]}")
 
 
-def write_config(bench, env, schema, topics, group):
+def write_config(env, schema, topics, group):
     """bench/config.yaml with the Debezium topics and the join table (the mapping above)."""
-    text = open(os.path.join(bench.BENCH, "config.yaml")).read()
+    text = open(os.path.join(BENCH, "config.yaml")).read()
     source = ("source:\n  kafka:\n    brokers: " + env.brokers + "\n    group: " + group +
               "\n    topics:\n" + "".join(
                   f"      - {{topic: {topics[t]}, format: debezium, entity: {TABLES[t][0]}"
@@ -289,10 +297,10 @@ def write_config(bench, env, schema, topics, group):
     for pattern, repl in subs:
         text, n = re.subn(pattern, repl, text, count=1)
         if n != 1:
-            raise bench.BenchError(f"bench/config.yaml: no match for {pattern!r} (relational config)")
+            raise BenchError(f"bench/config.yaml: no match for {pattern!r} (relational config)")
     if "authorIds" in text.replace("authorIds: {ids: author", ""):
-        raise bench.BenchError("bench/config.yaml: a use of authorIds the relational config "
-                               "does not map (bench/relational.py)")
+        raise BenchError("bench/config.yaml: a use of authorIds the relational config "
+                         "does not map (bench/relational.py)")
     path = os.path.join(env.work, f"config-{schema}.yaml")
     with open(path, "w") as f:
         f.write("# bench/config.yaml rewritten by bench/relational.py: Debezium topics, the join "
@@ -361,58 +369,54 @@ def positions(env, schema, group, topics):
     return tuple(int(v) for v in row[0])
 
 
-def consume(bench, env, config, schema, group, topics, n_records, n_logical, tag, what):
+def consume(env, config, schema, group, topics, n_records, n_logical, tag, what):
     """A new `denormd run` until the topics' positions count n_records more records; timed
     from partitions_assigned. Returns the phase's figures."""
     args = env.args
     base, base_stale, base_dead = positions(env, schema, group, topics)
-    before = bench.row_writes(env, schema)
-    bench.vacuum_analyze(env, schema)
-    bench.checkpoint(env)
+    before = row_writes(env, schema)
+    vacuum_analyze(env, schema)
+    checkpoint(env)
     log_path = os.path.join(env.work, f"relational-{tag}.log")
-    d = bench.Daemon(env, config, args.metrics_port, log_path)
+    d = Daemon(env, config, args.metrics_port, log_path)
     try:
         assigned = d.wait_for(r"partitions_assigned", 60)
         done = d.wait_for_count(lambda: positions(env, schema, group, topics)[0] - base,
                                 n_records, what, "records", args.stall_seconds)
-        text = d.metrics()
-        with open(os.path.join(env.work, f"relational-{tag}.metrics"), "w") as fh:
-            fh.write(text)
+        text = d.save_metrics(os.path.join(env.work, f"relational-{tag}.metrics"))
     finally:
         code = d.stop()
     if code != 0:
-        raise bench.BenchError(f"{what}: exit {code} after SIGTERM:\n" + d.log_text()[-3000:])
+        raise BenchError(f"{what}: exit {code} after SIGTERM:\n" + d.log_text()[-3000:])
     _, stale, dead = positions(env, schema, group, topics)
     seconds = done - assigned
     return {"records": n_records, "logical": n_logical, "events": n_logical, "seconds": seconds,
             "records_rate": n_records / seconds, "rate": n_logical / seconds,
             "startup_seconds": assigned - d.started, "stale": stale - base_stale,
             "dead": dead - base_dead,
-            "denormd_documents_written": int(bench.metric_value(text, "denormd_documents_written_total") or 0),
-            "requests": bench.metrics_requests(text, n_records), "rss_kib": d.rss_kib,
-            "documents": bench.row_writes(env, schema) - before}
+            "denormd_documents_written": int(metric_value(text, "denormd_documents_written_total") or 0),
+            "requests": metrics_requests(text, n_records), "rss_kib": d.rss_kib,
+            "documents": row_writes(env, schema) - before}
 
 
-def freshness(bench, env, r, tr, config, schema, group, topics, sizes, changes, n_changes, tag):
+def freshness(env, r, tr, config, schema, group, topics, w, tag):
     """The daemon on the store after CHANGES, new logical changes (the stream continued past
     changes.jsonl) produced at 20% of this contender's CHANGES rate (logical changes/s), each
     one's records together (the due time as their timestamp), for --freshness-seconds."""
     args = env.args
     rate = max(1.0, DEFAULT_FRESHNESS_FRACTION * r["changes"]["rate"])
-    want = max(1, int(rate * args.freshness_seconds))
-    lines = bench.change_lines(env, sizes, changes, n_changes, n_changes, want,
-                               "relational freshness")
+    lines = new_events(env, w, rate, "relational freshness")
     groups = [tr.translate(json.loads(line)) for line in lines]
     base = positions(env, schema, group, topics)[0]
-    bench.checkpoint(env)
-    d = bench.Daemon(env, config, args.metrics_port,
-                     os.path.join(env.work, f"relational-fresh-{tag}.log"))
+    checkpoint(env)
+    d = Daemon(env, config, args.metrics_port,
+               os.path.join(env.work, f"relational-fresh-{tag}.log"))
     f = {"rate": rate, "fraction": DEFAULT_FRESHNESS_FRACTION, "seconds": args.freshness_seconds}
     try:
         d.wait_for(r"partitions_assigned", 60)
         time.sleep(1.0)
-        bench.log(f"relational path: freshness: producing {rate:,.0f} logical changes/s "
-                  f"(20% of its CHANGES rate) for {args.freshness_seconds:g} s")
+        log(f"relational path: freshness: producing {rate:,.0f} logical changes/s "
+            f"(20% of its CHANGES rate) for {args.freshness_seconds:g} s")
         producers = {t: kafka_produce.Producer(env.brokers, topics[t], PARTITIONS) for t in topics}
         start, i, sent_records, max_lag = time.time(), 0, 0, 0.0
         try:
@@ -439,106 +443,129 @@ def freshness(bench, env, r, tr, config, schema, group, topics, sizes, changes, 
                 p.close()
         f.update({"sent": i, "sent_records": sent_records, "elapsed": elapsed,
                   "producer_max_lag": max_lag})
-        deadline = time.time() + 120
-        while positions(env, schema, group, topics)[0] - base < sent_records:
-            if time.time() > deadline or not d.alive():
-                raise bench.BenchError("relational path: freshness: the daemon did not catch up:\n"
-                                       + d.log_text()[-3000:])
-            time.sleep(0.1)
-        text = d.metrics()
-        with open(os.path.join(env.work, f"relational-fresh-{tag}.metrics"), "w") as fh:
-            fh.write(text)
+        d.wait_until(lambda: not positions(env, schema, group, topics)[0] - base < sent_records,
+                     "relational path: freshness: the daemon did not catch up")
+        text = d.save_metrics(os.path.join(env.work, f"relational-fresh-{tag}.metrics"))
     finally:
         d.stop()
-    b = bench.histogram(text, "denormd_event_age_seconds")
-    f["count"] = b[-1][1] if b else 0
-    if not f["count"]:
-        raise bench.BenchError("relational path: freshness: denormd_event_age_seconds is empty")
-    f["p50"], f["p99"] = bench.quantile(b, 0.50), bench.quantile(b, 0.99)
-    f["max"] = bench.metric_value(text, "denormd_event_age_max_seconds")
-    if f["max"] is not None:
-        f["p50"], f["p99"] = (min(q, f["max"]) if q is not None else None for q in (f["p50"], f["p99"]))
+    f.update(event_age(text, "relational path: freshness: denormd_event_age_seconds is empty"))
     f["rss_kib"] = d.rss_kib
     r["freshness"] = f
-    bench.log(f"relational path: freshness: {i} logical changes ({sent_records} records) at "
-              f"{i / elapsed:,.0f}/s: p50 {f['p50'] * 1000:.1f} ms, p99 {f['p99'] * 1000:.1f} ms, "
-              f"max {f['max'] * 1000:.1f} ms")
+    log(f"relational path: freshness: {i} logical changes ({sent_records} records) at "
+        f"{i / elapsed:,.0f}/s: p50 {f['p50'] * 1000:.1f} ms, p99 {f['p99'] * 1000:.1f} ms, "
+        f"max {f['max'] * 1000:.1f} ms")
 
 
 # ----------------------------------------------------------------------------
 # The contender
 # ----------------------------------------------------------------------------
 
-def contender(bench, env, results, load, changes, n_load, n_changes, sizes, ref, run_id):
-    """LOAD and CHANGES of the relational path (the module's docstring); a failure is
-    reported in the results and the notes, and the other contenders go on."""
-    try:
-        _contender(bench, env, results, load, changes, n_load, n_changes, sizes, ref, run_id)
-    except (bench.BenchError, TranslationError) as e:
-        bench.log(f"relational path: failed: {e}")
-        results["contenders"].setdefault("relational", {})["failed"] = str(e)[:2000]
-        results["notes"].append("relational path failed (its logs are in "
-                                f"{os.path.relpath(env.work, bench.REPO)}): " + str(e).splitlines()[0])
+class Relational(Contender):
+    """LOAD and CHANGES of the relational path (the module's docstring), its documents checked
+    after each, then its freshness; a failure is reported in the results and the notes, and
+    the other contenders go on."""
 
+    key = "relational"
 
-def _contender(bench, env, results, load, changes, n_load, n_changes, sizes, ref, run_id):
-    schema = bench.SCHEMAS[SCHEMA_KEY]
-    group = f"denormd-rel-{run_id}"
-    topics = topic_names(run_id)
-    r = results["contenders"].setdefault("relational", {})
-    r["partitions"] = PARTITIONS
-    config = write_config(bench, env, schema, topics, group)
-    env.run([env.denormd, "check", "-q", "-c", config], "denormd check (relational)")
-    bench.drop_schema(env, schema)
-    env.run([env.denormd, "verify", "-q", "-c", config], f"create schema {schema}")
-    bench.mark_schema(env, schema)
-    create_topics(bench, env, topics.values())
-    tr = Translator()
+    def __init__(self, env, results, w, ref, run_id):
+        super().__init__(env, results, w)
+        self.ref, self.run_id = ref, run_id
+        self.schema = SCHEMAS[SCHEMA_KEY]
+        self.group = f"denormd-rel-{run_id}"
+        self.topics = topic_names(run_id)
+        self.config = self.tr = None  # from load() on
+        self.phase = None  # the phase done: "load", "changes"
 
-    n, recs, per_table, secs = fill(env, topics, load, tr, snapshot=True)
-    if n != n_load:
-        raise bench.BenchError(f"relational path: {n} load events translated, {n_load} expected")
-    r["load_fill"] = {"seconds": secs, "records": per_table}
-    bench.log(f"relational path: load: {n:,} events -> {recs:,} snapshot records "
-              f"({', '.join(f'{t} {c:,}' for t, c in per_table.items())}) in the topics in {secs:.1f} s")
-    r["load"] = consume(bench, env, config, schema, group, topics, recs, n, "load",
-                        "relational path (load)")
-    lo = r["load"]
-    bench.log(f"relational path: load: {lo['seconds']:.1f} s from partition assignment "
-              f"(+{lo['startup_seconds']:.1f} s start-up), {lo['records_rate']:,.0f} records/s, "
-              f"{lo['rate']:,.0f} logical changes/s, peak RSS {(lo['rss_kib'] or 0) // 1024} MiB")
-    if ref is not None and ref.get("at") == 0:
-        bench.check(env, "relational", results, schema, bench.SCHEMAS["ref"],
-                    "relational path after load")
+    def load(self):
+        env, schema, group, topics, load, n_load = (self.env, self.schema, self.group, self.topics,
+                                                    self.w.load, self.w.n_load)
+        r = self.result()
+        r["partitions"] = PARTITIONS
+        self.config = config = write_config(env, schema, topics, group)
+        env.run([env.denormd, "check", "-q", "-c", config], "denormd check (relational)")
+        drop_schema(env, schema)
+        env.run([env.denormd, "verify", "-q", "-c", config], f"create schema {schema}")
+        mark_schema(env, schema)
+        create_topics(env, topics.values())
+        self.tr = Translator()
 
-    n, recs, per_table, secs = fill(env, topics, changes, tr, snapshot=False)
-    if n != n_changes:
-        raise bench.BenchError(f"relational path: {n} change events translated, {n_changes} expected")
-    r["changes_fill"] = {"seconds": secs, "records": per_table}
-    bench.log(f"relational path: changes: {n:,} logical changes -> {recs:,} change records "
-              f"({', '.join(f'{t} {c:,}' for t, c in per_table.items())}) in the topics in {secs:.1f} s")
-    r["changes"] = consume(bench, env, config, schema, group, topics, recs, n, "changes",
-                           "relational path (changes)")
-    c = r["changes"]
-    r["rss_kib"] = max(x for x in (lo["rss_kib"], c["rss_kib"], 0) if x is not None) or None
-    bench.log(f"relational path: changes: {c['seconds']:.1f} s from partition assignment "
-              f"(+{c['startup_seconds']:.1f} s start-up), {c['records_rate']:,.0f} change records/s, "
-              f"{c['rate']:,.0f} logical changes/s, {c['documents'] / n:.2f} documents written per "
-              f"logical change, peak RSS {(c['rss_kib'] or 0) // 1024} MiB")
-    for phase in ("load", "changes"):
-        if r[phase]["dead"]:
-            results["notes"].append(f"relational path: {r[phase]['dead']} dead letters in {phase} "
-                                    f"(see the schema {schema}'s dead_letters)")
-    bench.check(env, "relational", results, schema, bench.SCHEMAS["replay"],
-                "relational path after load + all changes")
-    if r.get("wrong"):
-        return
-    try:
-        freshness(bench, env, r, tr, config, schema, group, topics, sizes, changes, n_changes,
-                  run_id)
-    except bench.BenchError as e:
-        bench.log(f"relational path: freshness failed: {e}")
-        results["notes"].append("relational path: freshness failed: " + str(e).splitlines()[0])
+        n, recs = self.fill_topics("load", load, n_load)
+        r["load"] = consume(env, config, schema, group, topics, recs, n, "load",
+                            "relational path (load)")
+        lo = r["load"]
+        log(f"relational path: load: {lo['seconds']:.1f} s from partition assignment "
+            f"(+{lo['startup_seconds']:.1f} s start-up), {lo['records_rate']:,.0f} records/s, "
+            f"{lo['rate']:,.0f} logical changes/s, peak RSS {(lo['rss_kib'] or 0) // 1024} MiB")
+        self.phase = "load"
+
+    def changes(self):
+        env, results, schema, group, topics = self.env, self.results, self.schema, self.group, self.topics
+        r = self.result()
+        lo = r["load"]
+        n, recs = self.fill_topics("changes", self.w.changes, self.w.n_changes)
+        r["changes"] = consume(env, self.config, schema, group, topics, recs, n, "changes",
+                               "relational path (changes)")
+        c = r["changes"]
+        r["rss_kib"] = max(x for x in (lo["rss_kib"], c["rss_kib"], 0) if x is not None) or None
+        log(f"relational path: changes: {c['seconds']:.1f} s from partition assignment "
+            f"(+{c['startup_seconds']:.1f} s start-up), {c['records_rate']:,.0f} change records/s, "
+            f"{c['rate']:,.0f} logical changes/s, {c['documents'] / n:.2f} documents written per "
+            f"logical change, peak RSS {(c['rss_kib'] or 0) // 1024} MiB")
+        for phase in ("load", "changes"):
+            if r[phase]["dead"]:
+                results["notes"].append(f"relational path: {r[phase]['dead']} dead letters in {phase} "
+                                        f"(see the schema {schema}'s dead_letters)")
+        self.phase = "changes"
+
+    def fill_topics(self, phase, path, expected):
+        """A log's records appended to the topics (untimed): the load as the initial snapshot,
+        the changes as streamed changes. Returns (logical changes, change records)."""
+        snapshot = phase == "load"
+        n, recs, per_table, secs = fill(self.env, self.topics, path, self.tr, snapshot=snapshot)
+        if n != expected:
+            raise BenchError(f"relational path: {n} {'load' if snapshot else 'change'} events "
+                             f"translated, {expected} expected")
+        self.result()[f"{phase}_fill"] = {"seconds": secs, "records": per_table}
+        units = ("events", "snapshot records") if snapshot else ("logical changes", "change records")
+        log(f"relational path: {phase}: {n:,} {units[0]} -> {recs:,} {units[1]} "
+            f"({', '.join(f'{t} {c:,}' for t, c in per_table.items())}) in the topics in {secs:.1f} s")
+        return n, recs
+
+    def documents(self):
+        """After LOAD, against the reference store while it is still at the load point; after
+        CHANGES, against denormd replay's."""
+        env, results, schema, ref = self.env, self.results, self.schema, self.ref
+        if self.phase == "load":
+            if ref is not None and ref.get("at") == 0:
+                return check(env, "relational", results, schema, SCHEMAS["ref"],
+                             "relational path after load")
+            return None
+        return check(env, "relational", results, schema, SCHEMAS["replay"],
+                     "relational path after load + all changes")
+
+    def freshness(self):
+        env, results, r = self.env, self.results, self.result()
+        try:
+            freshness(env, r, self.tr, self.config, self.schema, self.group, self.topics, self.w,
+                      self.run_id)
+        except BenchError as e:
+            log(f"relational path: freshness failed: {e}")
+            results["notes"].append("relational path: freshness failed: " + str(e).splitlines()[0])
+
+    def measure(self):
+        env, results = self.env, self.results
+        try:
+            self.load()
+            self.documents()
+            self.changes()
+            self.documents()
+            if not self.result().get("wrong"):
+                self.freshness()
+        except (BenchError, TranslationError) as e:
+            log(f"relational path: failed: {e}")
+            results["contenders"].setdefault("relational", {})["failed"] = str(e)[:2000]
+            results["notes"].append("relational path failed (its logs are in "
+                                    f"{os.path.relpath(env.work, REPO)}): " + str(e).splitlines()[0])
 
 
 # ----------------------------------------------------------------------------
@@ -546,11 +573,6 @@ def _contender(bench, env, results, load, changes, n_load, n_changes, sizes, ref
 # ----------------------------------------------------------------------------
 
 TARGET_RATIO = 0.8
-
-
-def _run_rate(results):
-    run = results["contenders"].get("run", {})
-    return run["changes"]["rate"] if run.get("changes") and not run.get("wrong") else None
 
 
 def report_lines(results):
@@ -569,7 +591,7 @@ def report_lines(results):
             "| logical changes/s | documents written per logical change | peak RSS "
             "| vs denormd run (events/s) |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    run = _run_rate(results)
+    run = run_rate(results)
     for phase, label in (("load", "LOAD (initial snapshot, `r` records, denormd run)"),
                          ("changes", "CHANGES (denormd run)")):
         p = r.get(phase)
@@ -615,7 +637,7 @@ def targets(results):
     if not r or r.get("failed"):
         return []
     mine = r["changes"]["rate"] if r.get("changes") and not r.get("wrong") else None
-    run = _run_rate(results)
+    run = run_rate(results)
     ok = None if not (mine and run) else mine / run >= TARGET_RATIO
     return [(f"relational path (Debezium, join table) >= {TARGET_RATIO}x denormd run's CHANGES "
              "events/s (logical changes)", f"{mine / run:.2f}x" if mine and run else "—",

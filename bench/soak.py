@@ -40,6 +40,10 @@ import time
 
 import generate_workload  # noqa: E402  (bench/generate_workload.py: the Zipf sampler)
 import kafka_produce  # noqa: E402
+from harness.contenders.denormd_run import run_rate
+from harness.daemon import Daemon, histogram, metric_value, positions_total, quantile
+from harness.services import REPO, BenchError, log
+from harness.store import COLLECTIONS, SCHEMAS, checkpoint, ref_advance, write_config
 
 # The sustained-rate measurement's backlog: events sent ahead of what the daemon has
 # committed (several of its largest batches, so it never waits for input).
@@ -316,7 +320,7 @@ def histogram_delta(now, before):
     return [(le, c - prev.get(le, 0)) for le, c in now]
 
 
-def table_stats(h, env, schema):
+def table_stats(env, schema):
     """{group: {bytes, index_bytes, live, dead, autovacuums}} of the schema's tables."""
     rows = env.query(
         "select c.relname, pg_total_relation_size(c.oid), pg_indexes_size(c.oid), "
@@ -329,8 +333,8 @@ def table_stats(h, env, schema):
            for g in GROUPS}
     tables = {}
     for name, total, idx, live, dead, av in rows:
-        g = "collections" if name in h.COLLECTIONS else next(
-            (k for k, names in GROUP_TABLES.items() if name in names), "other")
+        g = "collections" if name in COLLECTIONS else next(
+          (k for k, names in GROUP_TABLES.items() if name in names), "other")
         for k, v in zip(("bytes", "index_bytes", "live", "dead", "autovacuums"),
                         (total, idx, live, dead, av)):
             out[g][k] += int(v)
@@ -339,8 +343,8 @@ def table_stats(h, env, schema):
     return out, tables
 
 
-def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
-    """The soak: see the module's docstring. h is bench/run.py (its helpers)."""
+def run(env, results, changes, n_changes, sizes, ref, run_id, wdir):
+    """The soak: see the module's docstring."""
     args = env.args
     r = results["soak"] = {"minutes": args.soak_minutes, "sample_seconds": args.soak_sample_seconds,
                            "samples": []}
@@ -353,25 +357,25 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
             base = feed["changes"]["rate"] if feed.get("changes") and not feed.get("wrong") else None
             whose = "denormd run + feed's"
         else:
-            base, whose = h.run_rate(results), "denormd run's"
+            base, whose = run_rate(results), "denormd run's"
         if not base:
-            raise h.BenchError(f"soak: no measured {whose} rate (and no --soak-rate)")
+            raise BenchError(f"soak: no measured {whose} rate (and no --soak-rate)")
         rate, how = args.soak_fraction * base, f"{args.soak_fraction:.0%} of {whose} CHANGES rate"
         r["base_rate"] = base
-    r["run_rate"] = h.run_rate(results)
+    r["run_rate"] = run_rate(results)
     if rate is not None:
         r.update({"rate": rate, "how": how})
-    schema = h.SCHEMAS["ref"]
-    h.ref_advance(env, ref, changes, n_changes)
-    h.log("soak: building the soak stream's state from the workload (load + changes)")
+    schema = SCHEMAS["ref"]
+    ref_advance(env, ref, changes, n_changes)
+    log("soak: building the soak stream's state from the workload (load + changes)")
     stream = SoakStream(os.path.join(wdir, "load.jsonl"), changes, sizes["authors"],
                         sizes["posts"], args.seed)
     r["stream_start"] = {"live_books": len(stream.books), "live_comments": len(stream.comments)}
     topic, feed_topic = f"bench.soak.{run_id}", f"bench.soakfeed.{run_id}"
     for t in (topic, feed_topic):
-        env.run([os.path.join(h.REPO, "scripts", "kafka.sh"), "topic-create", t, "4"]
+        env.run([os.path.join(REPO, "scripts", "kafka.sh"), "topic-create", t, "4"]
                 + TOPIC_RETENTION, f"create topic {t}")
-    config = h.write_config(env, schema, topic=topic, group=f"denormd-soak-{run_id}")
+    config = write_config(env, schema, topic=topic, group=f"denormd-soak-{run_id}")
     with open(config, "a") as fh:
         fh.write(f"feed:\n  topic: {feed_topic}\n  transactional_id: denormd-bench-soak-{run_id}\n")
         if args.soak_retention_interval:
@@ -384,8 +388,8 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
         r["settings"].append("per table (--soak-autovacuum): " + ", ".join(AUTOVACUUM))
     r["config"] = open(config).read()
     samples_path = os.path.join(env.work, f"soak-{run_id}.jsonl")
-    h.checkpoint(env)
-    d = h.Daemon(env, config, args.metrics_port, os.path.join(env.work, f"soak-{run_id}.log"))
+    checkpoint(env)
+    d = Daemon(env, config, args.metrics_port, os.path.join(env.work, f"soak-{run_id}.log"))
     seconds = args.soak_minutes * 60
     producer = None
     try:
@@ -398,20 +402,20 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
                                for t in tables))
         base_sent = 0
         if rate is None:
-            m = r["sustained"] = measure_sustained(h, env, d, schema, topic, stream, args)
+            m = r["sustained"] = measure_sustained(env, d, schema, topic, stream, args)
             base_sent = m["sent"]
             base = r["base_rate"] = m["rate"]
             rate = args.soak_fraction * base
             how = (f"{args.soak_fraction:.0%} of the {base:,.0f} events/s denormd run + feed "
                    f"sustained over {m['window']:.0f} s")
             r.update({"rate": rate, "how": how})
-        h.log(f"soak: producing at {rate:,.0f} events/s ({how}) for {args.soak_minutes:g} min, "
-              f"sampling every {args.soak_sample_seconds:g} s (samples: "
-              f"{os.path.relpath(samples_path, h.REPO)})")
+        log(f"soak: producing at {rate:,.0f} events/s ({how}) for {args.soak_minutes:g} min, "
+            f"sampling every {args.soak_sample_seconds:g} s (samples: "
+            f"{os.path.relpath(samples_path, REPO)})")
         text = d.metrics()  # the intervals' differences start here
-        before = {"age": h.histogram(text, "denormd_event_age_seconds"), "cpu": cpu_seconds(),
-                  "batch_count": h.metric_value(text, "denormd_batch_duration_seconds_count") or 0,
-                  "batch_sum": h.metric_value(text, "denormd_batch_duration_seconds_sum") or 0}
+        before = {"age": histogram(text, "denormd_event_age_seconds"), "cpu": cpu_seconds(),
+                  "batch_count": metric_value(text, "denormd_batch_duration_seconds_count") or 0,
+                  "batch_sum": metric_value(text, "denormd_batch_duration_seconds_sum") or 0}
         producer = Producer(env.brokers, topic, stream, rate, seconds)
         producer.base = base_sent  # the measurement's events, already applied
         producer.start()
@@ -427,51 +431,49 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
                     break
                 while time.time() < at:
                     if not d.alive():
-                        raise h.BenchError("soak: denormd run exited "
-                                           f"({d.proc.returncode}):\n" + d.log_text()[-3000:])
+                        raise BenchError("soak: denormd run exited "
+                                         f"({d.proc.returncode}):\n" + d.log_text()[-3000:])
                     if producer.error:
-                        raise h.BenchError(f"soak: the producer failed: {producer.error}")
+                        raise BenchError(f"soak: the producer failed: {producer.error}")
                     time.sleep(min(0.5, max(0.0, at - time.time())))
-                s = sample(h, env, d, schema, topic, producer, start, before)
+                s = sample(env, d, schema, topic, producer, start, before)
                 s["minute"] = k * args.soak_sample_seconds / 60  # nominal: the windows' clock
                 r["samples"].append(s)
                 out.write(json.dumps(s) + "\n")
                 out.flush()
-                h.log(f"soak: {s['minute']:5.1f} min: RSS {s['rss_kib'] / 1024:.0f} MiB, p50 "
-                      f"{fmt_ms(s['p50'])} p99 {fmt_p99(s)}, {s['batches']} batches of "
-                      f"{fmt_ms(s['batch_mean'])}, sent {s['sent']:,}, committed "
-                      f"{s['committed']:,}, outbox {s['outbox_rows']}, tables "
-                      + ", ".join(f"{g} {s['groups'][g]['bytes'] / 2**20:.0f}" for g in GROUPS)
-                      + f" MiB; load {s['loadavg']:.1f}, harness CPU {s['harness_cpu']:.0%}")
+                log(f"soak: {s['minute']:5.1f} min: RSS {s['rss_kib'] / 1024:.0f} MiB, p50 "
+                    f"{fmt_ms(s['p50'])} p99 {fmt_p99(s)}, {s['batches']} batches of "
+                    f"{fmt_ms(s['batch_mean'])}, sent {s['sent']:,}, committed "
+                    f"{s['committed']:,}, outbox {s['outbox_rows']}, tables "
+                    + ", ".join(f"{g} {s['groups'][g]['bytes'] / 2**20:.0f}" for g in GROUPS)
+                    + f" MiB; load {s['loadavg']:.1f}, harness CPU {s['harness_cpu']:.0%}")
         producer.stop.set()
         producer.join(30)
         r.update({"sent": producer.sent, "sent_before": base_sent, "elapsed": producer.elapsed,
                   "producer_max_lag": producer.max_lag, "mix": dict(stream.counts)})
-        h.log(f"soak: production stopped after {producer.sent:,} events; waiting for the daemon "
-              "to apply them and the relay to empty the outbox")
+        log(f"soak: production stopped after {producer.sent:,} events; waiting for the daemon "
+            "to apply them and the relay to empty the outbox")
         deadline = time.time() + 300
         caught = time.time()
         while True:
-            done = h.positions_total(env, schema, topic)
+            done = positions_total(env, schema, topic)
             waiting = int(env.scalar(f'select count(*) from "{schema}".outbox'))
             if done >= base_sent + producer.sent and waiting == 0:
                 caught = time.time()
                 break
             if time.time() > deadline or not d.alive():
-                raise h.BenchError(f"soak: no catch-up after production ({done:,}/"
-                                   f"{base_sent + producer.sent:,} "
-                                   f"events, {waiting} outbox rows):\n" + d.log_text()[-3000:])
+                raise BenchError(f"soak: no catch-up after production ({done:,}/"
+                                 f"{base_sent + producer.sent:,} "
+                                 f"events, {waiting} outbox rows):\n" + d.log_text()[-3000:])
             time.sleep(0.2)
         r["catch_up_seconds"] = caught - (start + producer.elapsed)
         row = env.query(f'select coalesce(sum(applied), 0), coalesce(sum(stale), 0), '
                         f'coalesce(sum(dead), 0) from "{schema}".positions '
                         f"where source like 'kafka:%:' || '{topic}'")[0]
         r["positions"] = {"applied": int(row[0]), "stale": int(row[1]), "dead": int(row[2])}
-        text = d.metrics()
-        with open(os.path.join(env.work, f"soak-{run_id}.metrics"), "w") as fh:
-            fh.write(text)
-        r["feed_published"] = int(h.metric_value(text, "denormd_feed_published_total") or 0)
-        _, r["tables_end"] = table_stats(h, env, schema)
+        text = d.save_metrics(os.path.join(env.work, f"soak-{run_id}.metrics"))
+        r["feed_published"] = int(metric_value(text, "denormd_feed_published_total") or 0)
+        _, r["tables_end"] = table_stats(env, schema)
     finally:
         if producer is not None:
             producer.stop.set()
@@ -482,20 +484,20 @@ def run(h, env, results, changes, n_changes, sizes, ref, run_id, wdir):
     if p["stale"] or p["dead"] or p["applied"] != total:
         results["notes"].append(f"soak: of {total:,} events sent, {p['applied']:,} applied, "
                                 f"{p['stale']:,} stale, {p['dead']:,} dead (all should apply)")
-    h.log(f"soak: done: {total:,} events, {p['applied']:,} applied, {p['stale']} stale, "
-          f"{p['dead']} dead; caught up {r['catch_up_seconds']:.1f} s after production; peak RSS "
-          f"{(d.rss_kib or 0) // 1024} MiB")
+    log(f"soak: done: {total:,} events, {p['applied']:,} applied, {p['stale']} stale, "
+        f"{p['dead']} dead; caught up {r['catch_up_seconds']:.1f} s after production; peak RSS "
+        f"{(d.rss_kib or 0) // 1024} MiB")
 
 
-def measure_sustained(h, env, d, schema, topic, stream, args):
+def measure_sustained(env, d, schema, topic, stream, args):
     """The rate `d` (denormd run with the feed on) sustains: the soak stream sent closed-loop
     for --soak-measure-seconds, a backlog of SUSTAINED_BACKLOG events kept ahead of what the
     daemon has committed, so it always has work and never a growing queue; the rate is what
     it committed after the first --soak-measure-warmup seconds, divided by the time. Then the
     daemon drains the backlog. Returns {rate, window, sent, minutes: [per-minute rates]}."""
     seconds, warmup = args.soak_measure_seconds, args.soak_measure_warmup
-    h.log(f"soak: measuring the sustained rate: {seconds:g} s closed-loop, "
-          f"{SUSTAINED_BACKLOG:,} events ahead of the daemon, the first {warmup:g} s not counted")
+    log(f"soak: measuring the sustained rate: {seconds:g} s closed-loop, "
+        f"{SUSTAINED_BACKLOG:,} events ahead of the daemon, the first {warmup:g} s not counted")
     producer = Producer(env.brokers, topic, stream, None, seconds)
     producer.limit = SUSTAINED_BACKLOG
     producer.start()
@@ -504,24 +506,24 @@ def measure_sustained(h, env, d, schema, topic, stream, args):
     try:
         while time.time() - start < seconds:
             if not d.alive():
-                raise h.BenchError("soak: denormd run exited while measuring its rate "
-                                   f"({d.proc.returncode}):\n" + d.log_text()[-3000:])
+                raise BenchError("soak: denormd run exited while measuring its rate "
+                                 f"({d.proc.returncode}):\n" + d.log_text()[-3000:])
             if producer.error:
-                raise h.BenchError(f"soak: the producer failed: {producer.error}")
-            committed = h.positions_total(env, schema, topic)
+                raise BenchError(f"soak: the producer failed: {producer.error}")
+            committed = positions_total(env, schema, topic)
             points.append((time.time() - start, committed))
             producer.limit = committed + SUSTAINED_BACKLOG
             if len(points) > 60 and len(points) % 60 == 1:
                 a = points[-61]
-                h.log(f"soak: measuring: {points[-1][0]:.0f} s, {committed:,} committed, "
-                      f"{(committed - a[1]) / (points[-1][0] - a[0]):,.0f} events/s over the "
-                      "last minute")
+                log(f"soak: measuring: {points[-1][0]:.0f} s, {committed:,} committed, "
+                    f"{(committed - a[1]) / (points[-1][0] - a[0]):,.0f} events/s over the "
+                    "last minute")
             time.sleep(1.0)
     finally:
         producer.stop.set()
         producer.join(30)
     if producer.error:
-        raise h.BenchError(f"soak: the producer failed: {producer.error}")
+        raise BenchError(f"soak: the producer failed: {producer.error}")
     t0, c0 = next(p for p in points if p[0] >= warmup)
     t1, c1 = points[-1]
     minutes = []
@@ -529,13 +531,13 @@ def measure_sustained(h, env, d, schema, topic, stream, args):
         minutes.append(round((b[1] - a[1]) / (b[0] - a[0])))
     rate = (c1 - c0) / (t1 - t0)
     deadline = time.time() + 300
-    while h.positions_total(env, schema, topic) < producer.sent:
+    while positions_total(env, schema, topic) < producer.sent:
         if time.time() > deadline or not d.alive():
-            raise h.BenchError("soak: the daemon did not drain the measurement's backlog:\n"
-                               + d.log_text()[-3000:])
+            raise BenchError("soak: the daemon did not drain the measurement's backlog:\n"
+                             + d.log_text()[-3000:])
         time.sleep(0.2)
-    h.log(f"soak: sustained {rate:,.0f} events/s over {t1 - t0:.0f} s (per minute: "
-          + ", ".join(f"{m:,}" for m in minutes) + f"); {producer.sent:,} events sent, drained")
+    log(f"soak: sustained {rate:,.0f} events/s over {t1 - t0:.0f} s (per minute: "
+        + ", ".join(f"{m:,}" for m in minutes) + f"); {producer.sent:,} events sent, drained")
     return {"rate": rate, "window": t1 - t0, "sent": producer.sent, "minutes": minutes,
             "backlog": SUSTAINED_BACKLOG, "seconds": seconds, "warmup": warmup}
 
@@ -545,26 +547,26 @@ def cpu_seconds():
     return t.user + t.system
 
 
-def sample(h, env, d, schema, topic, producer, start, before):
-    committed = h.positions_total(env, schema, topic)  # before `sent`: behind is never < 0
+def sample(env, d, schema, topic, producer, start, before):
+    committed = positions_total(env, schema, topic)  # before `sent`: behind is never < 0
     now = time.time()
     rss = vm_rss_kib(d.proc.pid)
     cpu = cpu_seconds()
     text = d.metrics()
-    age = h.histogram(text, "denormd_event_age_seconds")
+    age = histogram(text, "denormd_event_age_seconds")
     delta = histogram_delta(age, before["age"])
-    count = h.metric_value(text, "denormd_batch_duration_seconds_count") or 0
-    total = h.metric_value(text, "denormd_batch_duration_seconds_sum") or 0
+    count = metric_value(text, "denormd_batch_duration_seconds_count") or 0
+    total = metric_value(text, "denormd_batch_duration_seconds_sum") or 0
     batches = count - before["batch_count"]
     s = {"t": now - start, "minute": (now - start) / 60, "rss_kib": rss,
          "events": delta[-1][1] if delta else 0,
-         "p50": h.quantile(delta, 0.5), "p99": h.quantile(delta, 0.99),
+         "p50": quantile(delta, 0.5), "p99": quantile(delta, 0.99),
          # more than 1 % beyond the last finite bound: p99 is at least that bound
          "p99_beyond": len(delta) > 1 and delta[-1][1] - delta[-2][1] > 0.01 * delta[-1][1],
          "batches": int(batches),
          "batch_mean": (total - before["batch_sum"]) / batches if batches else None,
          "sent": getattr(producer, "base", 0) + producer.sent, "committed": committed,
-         "outbox_rows": int(h.metric_value(text, "denormd_feed_outbox_rows") or 0),
+         "outbox_rows": int(metric_value(text, "denormd_feed_outbox_rows") or 0),
          # the machine's 1-minute load average, and this harness's CPU (the producer and its
          # stream) as a share of one core over the interval
          "loadavg": os.getloadavg()[0],
@@ -573,7 +575,7 @@ def sample(h, env, d, schema, topic, producer, start, before):
          "xmin_age": int(env.scalar("select coalesce(max(age(backend_xmin)), 0) "
                                     "from pg_stat_activity") or 0)}
     s["behind"] = s["sent"] - s["committed"]
-    s["groups"], s["tables"] = table_stats(h, env, schema)
+    s["groups"], s["tables"] = table_stats(env, schema)
     # entities' rows, and of them the tombstones (deleted entities, kept for
     # retention.tombstone_hours): exact counts, one scan
     row = env.query(f'select count(*), count(*) filter (where deleted) from "{schema}".entities')[0]
