@@ -251,8 +251,8 @@ struct RetentionConfig {
   // How often `denormd run` prunes, beside the batches (0 = never; `denormd
   // prune` still does). Unlocked lock rows and zero counters are removed too:
   // the lock table holds a row per key written since the last prune, so this
-  // bounds it (bench/run.py --soak-minutes measured it growing for the whole
-  // hour of the former default, 3,600 s).
+  // bounds it (with the former default, 3,600 s, it doubled in a 6-minute
+  // trial of bench/run.py --soak-minutes; docs/benchmarks.md, "Soak").
   uint64_t interval_s = 300;
 };
 
