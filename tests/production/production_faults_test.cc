@@ -357,11 +357,17 @@ class ProductionFaults : public ::testing::Test {
       EXPECT_TRUE(instance->Running()) << "an instance exited:\n" << instance->Log();
     }
     // The fault was felt: the instances logged what an operator would see.
+    // Some signs come after the batches resume (an instance killed while it
+    // held no work: the group rebalances only after its session timeout, or
+    // when it rejoins), so they are waited for.
     std::string after;
-    for (size_t i = 0; i < instances_.size(); ++i) {
-      const std::string log = instances_[i]->Log();
-      after += log.size() >= logged[i] ? log.substr(logged[i]) : log;
-    }
+    auto logged_since = [&] {
+      after.clear();
+      for (size_t i = 0; i < instances_.size(); ++i) {
+        const std::string log = instances_[i]->Log();
+        after += log.size() >= logged[i] ? log.substr(logged[i]) : log;
+      }
+    };
     std::vector<std::string> signs;
     switch (fault) {
       case Fault::kLeaderLoss: signs = {"event=kafka_error"}; break;
@@ -372,9 +378,15 @@ class ProductionFaults : public ::testing::Test {
       case Fault::kInstanceKilled: signs = {"event=partitions_assigned"}; break;
       case Fault::kDiskFull: signs = {"No space left on device"}; break;
     }
-    EXPECT_TRUE(std::any_of(signs.begin(), signs.end(), [&](const std::string& sign) {
-      return after.find(sign) != std::string::npos;
-    })) << FaultName(fault) << " left no trace in the logs:\n" << after;
+    EXPECT_TRUE(testing::WaitUntil(
+        [&] {
+          logged_since();
+          return std::any_of(signs.begin(), signs.end(), [&](const std::string& sign) {
+            return after.find(sign) != std::string::npos;
+          });
+        },
+        kPatience))
+        << FaultName(fault) << " left no trace in the logs:\n" << after;
   }
 
   // Waits for a batch committed after `since` and for every partition of
