@@ -453,19 +453,8 @@ def run(env, results, changes, n_changes, sizes, ref, run_id, wdir):
                   "producer_max_lag": producer.max_lag, "mix": dict(stream.counts)})
         log(f"soak: production stopped after {producer.sent:,} events; waiting for the daemon "
             "to apply them and the relay to empty the outbox")
-        deadline = time.time() + 300
-        caught = time.time()
-        while True:
-            done = positions_total(env, schema, topic)
-            waiting = int(env.scalar(f'select count(*) from "{schema}".outbox'))
-            if done >= base_sent + producer.sent and waiting == 0:
-                caught = time.time()
-                break
-            if time.time() > deadline or not d.alive():
-                raise BenchError(f"soak: no catch-up after production ({done:,}/"
-                                 f"{base_sent + producer.sent:,} "
-                                 f"events, {waiting} outbox rows):\n" + d.log_text()[-3000:])
-            time.sleep(0.2)
+        caught = wait_applied(env, d, schema, topic, base_sent + producer.sent,
+                              "no catch-up after production", outbox=True)
         r["catch_up_seconds"] = caught - (start + producer.elapsed)
         row = env.query(f'select coalesce(sum(applied), 0), coalesce(sum(stale), 0), '
                         f'coalesce(sum(dead), 0) from "{schema}".positions '
@@ -530,16 +519,29 @@ def measure_sustained(env, d, schema, topic, stream, args):
     for a, b in zip(points, points[60::60]):
         minutes.append(round((b[1] - a[1]) / (b[0] - a[0])))
     rate = (c1 - c0) / (t1 - t0)
-    deadline = time.time() + 300
-    while positions_total(env, schema, topic) < producer.sent:
-        if time.time() > deadline or not d.alive():
-            raise BenchError("soak: the daemon did not drain the measurement's backlog:\n"
-                             + d.log_text()[-3000:])
-        time.sleep(0.2)
+    wait_applied(env, d, schema, topic, producer.sent,
+                 "the daemon did not drain the measurement's backlog")
     log(f"soak: sustained {rate:,.0f} events/s over {t1 - t0:.0f} s (per minute: "
         + ", ".join(f"{m:,}" for m in minutes) + f"); {producer.sent:,} events sent, drained")
     return {"rate": rate, "window": t1 - t0, "sent": producer.sent, "minutes": minutes,
             "backlog": SUSTAINED_BACKLOG, "seconds": seconds, "warmup": warmup}
+
+
+def wait_applied(env, d, schema, topic, count, failure, outbox=False):
+    """Waits until `count` events of `topic` are committed (applied, stale or dead) and, with
+    `outbox`, the relay has emptied the outbox; returns that moment. Raises BenchError
+    ("soak: <failure> (...)") after 5 minutes or when the daemon exits."""
+    deadline = time.time() + 300
+    while True:
+        done = positions_total(env, schema, topic)
+        waiting = int(env.scalar(f'select count(*) from "{schema}".outbox')) if outbox else 0
+        if done >= count and waiting == 0:
+            return time.time()
+        if time.time() > deadline or not d.alive():
+            raise BenchError(f"soak: {failure} ({done:,}/{count:,} events"
+                             + (f", {waiting} outbox rows" if outbox else "") + "):\n"
+                             + d.log_text()[-3000:])
+        time.sleep(0.2)
 
 
 def cpu_seconds():

@@ -8,16 +8,15 @@
 namespace denormd {
 
 Status FromPostgresException(const std::exception& e, const std::string& what) {
-  std::string message = what + ": " + RedactSecrets(e.what());
-  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  std::string detail = RedactSecrets(e.what());  // libpq's words, without its trailing newline
+  while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' ')) detail.pop_back();
+  const std::string message = what + ": " + detail;
   if (dynamic_cast<const pqxx::in_doubt_error*>(&e) != nullptr) {
     return Status::Transient("commit outcome unknown (connection lost during commit): " + message);
   }
   if (dynamic_cast<const pqxx::broken_connection*>(&e) != nullptr) {
     // libpq's own words for a lost connection are about its symptom ("Could
     // not obtain client encoding: not connected."): say what happened first.
-    std::string detail = RedactSecrets(e.what());
-    while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' ')) detail.pop_back();
     return Status::Transient(what + ": the connection to PostgreSQL was lost (" + detail + ")");
   }
   // Deadlock, serialization failure: the transaction was rolled back.

@@ -7,24 +7,17 @@
 #include "connectors/postgres_store.h"
 
 namespace denormd {
-namespace {
-
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 PruneThread::PruneThread(const Config& config, std::string postgres_url)
-    : config_(config), postgres_url_(std::move(postgres_url)), last_end_ms_(SteadyMs()) {}
+    : config_(config), postgres_url_(std::move(postgres_url)) {}
 
 PruneThread::~PruneThread() { Stop(); }
 
 void PruneThread::StartIfDue(const RetentionConfig& retention) {
   if (retention.interval_s == 0 || running_.load() || stop_.load()) return;
-  if (SteadyMs() - last_end_ms_.load() < static_cast<int64_t>(retention.interval_s) * 1000) return;
+  if (std::chrono::steady_clock::now() - last_end_ < std::chrono::seconds(retention.interval_s)) {
+    return;
+  }
   if (thread_.joinable()) thread_.join();  // the last prune's, ended
   running_.store(true);
   thread_ = std::thread([this, retention] { Prune(retention); });
@@ -61,7 +54,7 @@ void PruneThread::Prune(RetentionConfig retention) {
          {"lock_rows", report.lock_rows}, {"zero_counts", report.zero_counts},
          {"ms", seconds * 1000}});
   }
-  last_end_ms_.store(SteadyMs());
+  last_end_ = std::chrono::steady_clock::now();
   running_.store(false);
 }
 

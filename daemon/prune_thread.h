@@ -2,9 +2,9 @@
 // `denormd prune` does) on a thread and a connection of its own, so that a
 // prune never holds up the batches. A prune reads `entities`, `locks` and
 // `ref_counts` through in chunks: on the benchmark's soak store it took 3.6 to
-// 8.5 s, growing with the tombstones, and while it ran between two batches
-// (as it did) no event was applied, so every interval with a prune had a
-// freshness p99 of 10 to 22 s (docs/benchmarks.md, "Soak").
+// 12.7 s, growing with the tombstones, and while it ran between two batches
+// (as it did) no event was applied: the freshness p99 around each prune
+// peaked at 10 to 30 s (docs/benchmarks.md, "Soak").
 //
 // Pruning beside the batches is what it already is beside other instances:
 // each chunk is a short transaction that skips the rows a batch holds, and a
@@ -16,6 +16,7 @@
 #define DENORMD_DAEMON_PRUNE_THREAD_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -41,9 +42,6 @@ class PruneThread {
   // (the first prune is one interval in).
   void StartIfDue(const RetentionConfig& retention);
 
-  // Whether a prune is running (tests, status).
-  bool running() const { return running_.load(); }
-
   // Asks a running prune to end after its current chunk (what it removed is
   // kept) and waits for it.
   void Stop();
@@ -56,7 +54,9 @@ class PruneThread {
   std::thread thread_;
   std::atomic<bool> running_{false};
   std::atomic<bool> stop_{false};
-  std::atomic<int64_t> last_end_ms_;  // steady clock, when the last prune ended
+  // When the last prune ended (written by its thread before running_ goes
+  // false; read by the owner only while running_ is false).
+  std::chrono::steady_clock::time_point last_end_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace denormd
