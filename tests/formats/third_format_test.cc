@@ -152,6 +152,7 @@ TEST(ThirdFormat, IsUnknownWhereItIsNotRegistered) {
 }
 
 struct BadTopic {
+  const char* name;  // the test's name: a pointer printed by default would change every run
   const char* topics;
   const char* error;  // ConfigError::ToString("t.yaml")
 };
@@ -167,21 +168,23 @@ TEST_P(ThirdFormatErrorTest, IsReportedWithItsPlace) {
 INSTANTIATE_TEST_SUITE_P(
     Errors, ThirdFormatErrorTest,
     ::testing::Values(
-        BadTopic{"      - {topic: t, format: pipe, separator: '::'}\n",
+        BadTopic{"SeparatorOfTwoCharacters", "      - {topic: t, format: pipe, separator: '::'}\n",
                  "t.yaml:6:45: source.kafka.topics[0].separator: the separator must be one "
                  "character, found \"::\""},
-        BadTopic{"      - {topic: t, separator: ';'}\n",
+        BadTopic{"SeparatorWithoutAFormat", "      - {topic: t, separator: ';'}\n",
                  "t.yaml:6:31: source.kafka.topics[0].separator: \"separator\" is only allowed "
                  "with format: pipe"},
-        BadTopic{"      - {topic: t, format: debezium, entity: author, separator: ';'}\n",
+        BadTopic{"SeparatorWithDebezium",
+                 "      - {topic: t, format: debezium, entity: author, separator: ';'}\n",
                  "t.yaml:6:65: source.kafka.topics[0].separator: \"separator\" is only allowed "
                  "with format: pipe"},
-        BadTopic{"      - {topic: t, format: pipe, entity: author}\n",
+        BadTopic{"EntityWithPipe", "      - {topic: t, format: pipe, entity: author}\n",
                  "t.yaml:6:42: source.kafka.topics[0].entity: \"entity\" is only allowed with "
                  "format: debezium"},
-        BadTopic{"      - {topic: t, format: pip}\n",
+        BadTopic{"FormatMisspelt", "      - {topic: t, format: pip}\n",
                  "t.yaml:6:28: source.kafka.topics[0].format: unknown format \"pip\" (expected "
-                 "native, debezium or pipe) (did you mean \"pipe\"?)"}));
+                 "native, debezium or pipe) (did you mean \"pipe\"?)"}),
+    [](const ::testing::TestParamInfo<BadTopic>& info) { return std::string(info.param.name); });
 
 RawRecord Record(const std::string& topic, const std::string& value) {
   RawRecord record;
