@@ -30,16 +30,11 @@ std::string Figures(const Distribution& d) {
 void WriteDistribution(JsonWriter& w, const char* key, const Distribution& d) {
   w.Key(key);
   w.StartObject();
-  w.Key("keys");
-  w.Uint64(d.keys);
-  w.Key("total");
-  w.Uint64(d.total);
-  w.Key("p50");
-  w.Uint64(d.p50);
-  w.Key("p99");
-  w.Uint64(d.p99);
-  w.Key("max");
-  w.Uint64(d.max);
+  WriteMember(w, "keys", d.keys);
+  WriteMember(w, "total", d.total);
+  WriteMember(w, "p50", d.p50);
+  WriteMember(w, "p99", d.p99);
+  WriteMember(w, "max", d.max);
   w.Key("top");
   w.StartArray();
   for (const auto& entry : d.top) {
@@ -242,43 +237,29 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartObject();
-  w.Key("schema");
-  WriteJsonString(w, schema);
+  WriteMember(w, "schema", schema);
   w.Key("sample");
   w.Double(advice.sample);
-  w.Key("entities_read");
-  w.Uint64(advice.entities_read);
-  w.Key("documents_read");
-  w.Uint64(advice.documents_read);
+  WriteMember(w, "entities_read", advice.entities_read);
+  WriteMember(w, "documents_read", advice.documents_read);
   w.Key("thresholds");
   w.StartObject();
-  w.Key("max_members");
-  w.Uint64(advice.thresholds.max_members);
-  w.Key("fanout_warn");
-  w.Uint64(advice.thresholds.fanout_warn);
-  w.Key("max_document_bytes");
-  w.Uint64(advice.thresholds.max_document_bytes);
-  w.Key("max_bucket_pages");
-  w.Uint64(advice.thresholds.max_bucket_pages);
+  WriteMember(w, "max_members", advice.thresholds.max_members);
+  WriteMember(w, "fanout_warn", advice.thresholds.fanout_warn);
+  WriteMember(w, "max_document_bytes", advice.thresholds.max_document_bytes);
+  WriteMember(w, "max_bucket_pages", advice.thresholds.max_bucket_pages);
   w.EndObject();
   w.Key("fields");
   w.StartArray();
   for (const FieldFanOut& f : advice.fields) {
     w.StartObject();
-    w.Key("projection");
-    WriteJsonString(w, f.projection);
-    w.Key("field");
-    WriteJsonString(w, f.field);
-    w.Key("kind");
-    WriteJsonString(w, f.kind);
-    w.Key("derivation");
-    WriteJsonString(w, f.derivation);
-    w.Key("document_type");
-    WriteJsonString(w, f.document_type);
-    w.Key("member_type");
-    WriteJsonString(w, f.member_type);
-    w.Key("relation");
-    WriteJsonString(w, f.relation);
+    WriteMember(w, "projection", f.projection);
+    WriteMember(w, "field", f.field);
+    WriteMember(w, "kind", f.kind);
+    WriteMember(w, "derivation", f.derivation);
+    WriteMember(w, "document_type", f.document_type);
+    WriteMember(w, "member_type", f.member_type);
+    WriteMember(w, "relation", f.relation);
     w.Key("limit");
     if (f.limit) {
       w.Uint64(*f.limit);
@@ -294,10 +275,8 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
   w.StartArray();
   for (const CollectionSizes& c : advice.collections) {
     w.StartObject();
-    w.Key("collection");
-    WriteJsonString(w, c.collection);
-    w.Key("projection");
-    WriteJsonString(w, c.projection);
+    WriteMember(w, "collection", c.collection);
+    WriteMember(w, "projection", c.projection);
     WriteDistribution(w, "bytes", c.bytes);
     w.EndObject();
   }
@@ -306,20 +285,13 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
   w.StartArray();
   for (const FanOutStat& o : advice.observed) {
     w.StartObject();
-    w.Key("type");
-    WriteJsonString(w, o.type);
-    w.Key("field");
-    WriteJsonString(w, o.field);
-    w.Key("changes");
-    w.Uint64(o.changes);
-    w.Key("documents");
-    w.Uint64(o.documents);
-    w.Key("max_documents");
-    w.Uint64(o.max_documents);
-    w.Key("max_id");
-    WriteJsonString(w, o.max_id);
-    w.Key("seconds");
-    w.Uint64(advice.observed_seconds);
+    WriteMember(w, "type", o.type);
+    WriteMember(w, "field", o.field);
+    WriteMember(w, "changes", o.changes);
+    WriteMember(w, "documents", o.documents);
+    WriteMember(w, "max_documents", o.max_documents);
+    WriteMember(w, "max_id", o.max_id);
+    WriteMember(w, "seconds", advice.observed_seconds);
     w.EndObject();
   }
   w.EndArray();
@@ -327,14 +299,10 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
   w.StartArray();
   for (const Recommendation& r : advice.recommendations) {
     w.StartObject();
-    w.Key("rule");
-    WriteJsonString(w, r.rule);
-    w.Key("where");
-    WriteJsonString(w, r.where);
-    w.Key("finding");
-    WriteJsonString(w, r.finding);
-    w.Key("suggestion");
-    WriteJsonString(w, r.suggestion);
+    WriteMember(w, "rule", r.rule);
+    WriteMember(w, "where", r.where);
+    WriteMember(w, "finding", r.finding);
+    WriteMember(w, "suggestion", r.suggestion);
     w.EndObject();
   }
   w.EndArray();
