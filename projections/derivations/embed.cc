@@ -136,14 +136,7 @@ class Kind : public DerivationKind {
       }
     }
     if (reader.Has("select")) ok = reader.ReadSelection("select", &spec->select) && ok;
-    uint64_t limit = 0;
-    if (reader.Has("limit")) {
-      if (reader.ReadUint("limit", 1, &limit)) {
-        spec->limit = limit;
-      } else {
-        ok = false;
-      }
-    }
+    ok = ReadLimit(reader, &spec->limit) && ok;
     return ok ? spec : nullptr;
   }
 

@@ -293,14 +293,7 @@ class Kind : public DerivationKind {
       ok = reader.ReadPath("via", &spec->via) && ok;
       ok = RefuseOrderWithout(reader, "ids", "via lists ids in ascending order") && ok;
     }
-    uint64_t limit = 0;
-    if (reader.Has("limit")) {
-      if (reader.ReadUint("limit", 1, &limit)) {
-        spec->limit = limit;
-      } else {
-        ok = false;
-      }
-    }
+    ok = ReadLimit(reader, &spec->limit) && ok;
     return ok ? spec : nullptr;
   }
 

@@ -175,13 +175,8 @@ class Kind : public DerivationKind {
                               "by shows its targets in the order the field names them",
                               /*limit_ok=*/false) &&
            ok;
-    } else if (reader.Has("limit")) {
-      uint64_t limit = 0;
-      if (reader.ReadUint("limit", 1, &limit)) {
-        spec->limit = limit;
-      } else {
-        ok = false;
-      }
+    } else {
+      ok = ReadLimit(reader, &spec->limit) && ok;
     }
     if (reader.Has("select")) ok = reader.ReadSelection("select", &spec->select) && ok;
     if (reader.Has("missing")) {

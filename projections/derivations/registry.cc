@@ -36,4 +36,12 @@ std::string JoinWords(std::initializer_list<std::string> words) {
   return out;
 }
 
+bool ReadLimit(ExpressionReader& reader, std::optional<uint64_t>* out) {
+  if (!reader.Has("limit")) return true;
+  uint64_t limit = 0;
+  if (!reader.ReadUint("limit", 1, &limit)) return false;
+  *out = limit;
+  return true;
+}
+
 }  // namespace denormd

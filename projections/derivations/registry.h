@@ -3,8 +3,10 @@
 #ifndef DENORMD_PROJECTIONS_DERIVATIONS_REGISTRY_H_
 #define DENORMD_PROJECTIONS_DERIVATIONS_REGISTRY_H_
 
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,10 @@ std::unique_ptr<Derivation> ScalarField(const Expression& expression);
 // The words given, without the empty ones, joined by spaces: how the kinds
 // build DerivationSpec::Normalized().
 std::string JoinWords(std::initializer_list<std::string> words);
+
+// `limit` (the first N members), when the map has it: an integer >= 1, into
+// *out; *out unchanged when the map has none. False after reporting.
+bool ReadLimit(ExpressionReader& reader, std::optional<uint64_t>* out);
 
 }  // namespace denormd
 
