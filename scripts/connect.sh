@@ -66,6 +66,8 @@ set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
+# shellcheck source=lib/process.sh
+source "$SCRIPT_DIR/lib/process.sh"
 # Relative to the caller's directory, whichever directory a command runs in later.
 STATE_DIR="$(realpath -m -- "${DENORMD_STATE_DIR:-$REPO_DIR/.local}")"
 CONNECT_DIR="$STATE_DIR/connect"
@@ -421,25 +423,7 @@ cmd_wait_caught_up() {
   log "caught up with $target (waited $((SECONDS - start)) s)"
 }
 
-cmd_stop() {
-  local pid
-  if ! pid="$(running_pid)"; then
-    log "not running"
-    rm -f "$PID_FILE"
-    return 0
-  fi
-  log "stopping Kafka Connect (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + STOP_TIMEOUT))
-  while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
-  if kill -0 "$pid" 2>/dev/null; then
-    log "still running after $STOP_TIMEOUT s; sending SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
-  fi
-  rm -f "$PID_FILE"
-  log "stopped"
-}
+cmd_stop() { stop_process "Kafka Connect"; }
 
 cmd_kill() {
   local pid
