@@ -43,6 +43,7 @@ import kafka_produce  # noqa: E402
 from harness.contenders.denormd_run import run_rate
 from harness.daemon import Daemon, histogram, metric_value, positions_total, quantile
 from harness.services import REPO, BenchError, log
+from harness.svg import round_step, svg_start, x_ticks
 from harness.store import COLLECTIONS, SCHEMAS, checkpoint, ref_advance, write_config
 
 # The sustained-rate measurement's backlog: events sent ahead of what the daemon has
@@ -802,14 +803,10 @@ def svg(soak, title):
     W, L, R, T, B, PH, GAP = 720, 80, 170, 48, 48, 170, 40
     H = T + 3 * PH + 2 * GAP + B
     xmax = max(soak["minutes"], max(s["minute"] for s in samples))
-    step = 10 ** math.floor(math.log10(max(xmax, 1e-9) / 5))
-    step *= next(m for m in (1, 2, 5, 10) if xmax / (step * m) <= 6)
+    step = round_step(xmax, 6)
     xmax = math.ceil(xmax / step - 1e-9) * step
     px = lambda v: L + (W - L - R) * v / xmax  # noqa: E731
-    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-         f'viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">',
-         f'<rect width="{W}" height="{H}" fill="white"/>',
-         f'<text x="{W / 2}" y="22" text-anchor="middle" font-size="14">{title}</text>']
+    o = svg_start(W, H, title)
     colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
     def panel(i, label, series, log=False):
@@ -825,8 +822,7 @@ def svg(soak, title):
             ticks = [10 ** e for e in range(lo, hi + 1)]
         else:
             vmax = max(vals) * 1.1 or 1
-            st = 10 ** math.floor(math.log10(vmax / 4))
-            st *= next(m for m in (1, 2, 5, 10) if vmax / (st * m) <= 5)
+            st = round_step(vmax, 5)
             vmax = math.ceil(vmax / st) * st
             py = lambda v: bottom - PH * v / vmax  # noqa: E731
             ticks = [st * j for j in range(int(round(vmax / st)) + 1)]
@@ -838,12 +834,7 @@ def svg(soak, title):
         o.append(f'<line x1="{L}" y1="{top}" x2="{L}" y2="{bottom}" stroke="black"/>')
         o.append(f'<text transform="translate(20 {(top + bottom) / 2}) rotate(-90)" '
                  f'text-anchor="middle">{label}</text>')
-        v = 0
-        while v <= xmax + 1e-9:
-            x = px(v)
-            o.append(f'<line x1="{x:.1f}" y1="{bottom}" x2="{x:.1f}" y2="{bottom + 5}" stroke="black"/>')
-            o.append(f'<text x="{x:.1f}" y="{bottom + 18}" text-anchor="middle">{v:,.6g}</text>')
-            v += step
+        x_ticks(o, px, bottom, xmax, step, lambda v: f"{v:,.6g}")
         for j, (name, pts) in enumerate(series):
             color = colors[j % len(colors)]
             xy = [(px(m), py(v)) for m, v in pts if v is not None and (v > 0 or not log)]

@@ -15,6 +15,7 @@ import soak
 
 from .freshness import default_freshness
 from .services import REPO, T0, fmt_count, fmt_rate, log, machine
+from .svg import round_step, svg_start, x_ticks
 
 
 def report(results, args, sizes, n_load, n_changes):
@@ -362,25 +363,16 @@ def freshness_svg(fresh, title, target_ms=100):
     lo, hi = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
     hi = max(hi, lo + 1)
     xmax = max(p[0] for p in pts) * 1.1
-    step = 10 ** math.floor(math.log10(xmax / 5))
-    step *= next(m for m in (1, 2, 5, 10) if xmax / (step * m) <= 6)
+    step = round_step(xmax, 6)
     xmax = math.ceil(xmax / step) * step
     px = lambda v: L + (W - L - R) * v / xmax  # noqa: E731
     py = lambda v: H - B - (H - T - B) * (math.log10(v) - lo) / (hi - lo)  # noqa: E731
-    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-         f'viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">',
-         f'<rect width="{W}" height="{H}" fill="white"/>',
-         f'<text x="{W / 2}" y="22" text-anchor="middle" font-size="14">{title}</text>']
+    o = svg_start(W, H, title)
     for e in range(lo, hi + 1):  # decades: grid and labels
         y = py(10 ** e)
         o.append(f'<line x1="{L}" y1="{y:.1f}" x2="{W - R}" y2="{y:.1f}" stroke="#ddd"/>')
         o.append(f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end">{10 ** e:,}</text>')
-    v = 0
-    while v <= xmax + 1e-9:
-        x = px(v)
-        o.append(f'<line x1="{x:.1f}" y1="{H - B}" x2="{x:.1f}" y2="{H - B + 5}" stroke="black"/>')
-        o.append(f'<text x="{x:.1f}" y="{H - B + 18}" text-anchor="middle">{v:,.0f}</text>')
-        v += step
+    x_ticks(o, px, H - B, xmax, step, lambda v: f"{v:,.0f}")
     o.append(f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="black"/>')
     o.append(f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="black"/>')
     o.append(f'<text x="{(L + W - R) / 2}" y="{H - 12}" text-anchor="middle">input rate (events/s)</text>')
