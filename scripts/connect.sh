@@ -425,18 +425,7 @@ cmd_wait_caught_up() {
 
 cmd_stop() { stop_process "Kafka Connect"; }
 
-cmd_kill() {
-  local pid
-  if ! pid="$(running_pid)"; then
-    log "not running"
-    rm -f "$PID_FILE"
-    return 0
-  fi
-  log "kill -9 Kafka Connect (pid $pid)"
-  kill -KILL "$pid" 2>/dev/null || true
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-  rm -f "$PID_FILE"
-}
+cmd_kill() { kill_process "Kafka Connect"; }
 
 cmd_status() {
   local pid body
