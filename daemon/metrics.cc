@@ -85,13 +85,7 @@ void Metrics::AddBatch(uint64_t applied, uint64_t stale, uint64_t dead, uint64_t
   store_round_trips_ += round_trips;
   store_statements_ += statements;
   ++batches_;
-  if (std::isnan(seconds)) return;
-  if (seconds < 0) seconds = 0;
-  size_t bucket = 0;
-  while (bucket < kBucketCount && seconds > kBatchDurationBuckets[bucket]) ++bucket;
-  ++duration_buckets_[bucket];
-  duration_sum_ += seconds;
-  ++duration_count_;
+  duration_.Observe(seconds, kBatchDurationBuckets);
 }
 
 void Metrics::AddRetry() {
@@ -125,15 +119,7 @@ void Metrics::AddFeedPage(uint64_t published, uint64_t too_large,
   feed_published_ += published;
   feed_too_large_ += too_large;
   ++feed_transactions_;
-  for (double delay : delays) {
-    if (std::isnan(delay)) continue;
-    if (delay < 0) delay = 0;
-    size_t bucket = 0;
-    while (bucket < kEventAgeBuckets.size() && delay > kEventAgeBuckets[bucket]) ++bucket;
-    feed_delay_buckets_[bucket]++;
-    feed_delay_sum_ += delay;
-    feed_delay_count_++;
-  }
+  for (double delay : delays) feed_delay_.Observe(delay, kEventAgeBuckets);
 }
 
 void Metrics::AddFeedFailure() {
@@ -155,61 +141,42 @@ void Metrics::SetFeedRelayActive(bool active) {
 void Metrics::ObserveFanOuts(const std::vector<EventFanOut>& fanouts) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const EventFanOut& fanout : fanouts) {
-    FanOutHistogram& h = fanouts_[fanout.type];
-    size_t bucket = 0;
-    while (bucket < kFanOutBuckets.size() &&
-           static_cast<double>(fanout.documents) > kFanOutBuckets[bucket]) {
-      ++bucket;
-    }
-    h.buckets[bucket]++;
-    h.sum += static_cast<double>(fanout.documents);
-    h.count++;
+    fanouts_[fanout.type].Observe(static_cast<double>(fanout.documents), kFanOutBuckets);
   }
 }
 
 void Metrics::ObserveEventAges(const std::vector<double>& seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (double age : seconds) {
-    if (std::isnan(age)) continue;
-    if (age < 0) age = 0;
-    size_t bucket = 0;
-    while (bucket < kEventAgeBuckets.size() && age > kEventAgeBuckets[bucket]) ++bucket;
-    age_buckets_[bucket]++;
-    age_sum_ += age;
-    age_count_++;
-    if (age > age_max_) age_max_ = age;
+    age_.Observe(age, kEventAgeBuckets);
+    if (age > age_max_) age_max_ = age;  // false for NaN
   }
 }
 
 namespace {
 
-// A histogram family: buckets are per-bucket counts (not cumulative), the
-// last one +Inf.
-// One series of a histogram family; `labels` ("type=\"book\"") go before
-// each bucket's le.
-template <size_t N>
+// One series of a histogram family (Metrics::Histogram); `labels`
+// ("type=\"book\"") go before each bucket's le.
+template <typename Histogram, size_t N>
 void AppendHistogramSeries(std::string* out, const char* name, const std::string& labels,
-                           const std::array<double, N>& bounds,
-                           const std::array<uint64_t, N + 1>& buckets, double sum,
-                           uint64_t count) {
+                           const std::array<double, N>& bounds, const Histogram& h) {
   const std::string prefix = labels.empty() ? "" : labels + ",";
   uint64_t cumulative = 0;
   for (size_t i = 0; i <= N; ++i) {
-    cumulative += buckets[i];
+    cumulative += h.buckets[i];
     std::string le = i < N ? FormatSampleValue(bounds[i]) : "+Inf";
     AppendSample(out, std::string(name) + "_bucket", prefix + "le=\"" + le + "\"",
                  std::to_string(cumulative));
   }
-  AppendSample(out, std::string(name) + "_sum", labels, FormatSampleValue(sum));
-  AppendSample(out, std::string(name) + "_count", labels, std::to_string(count));
+  AppendSample(out, std::string(name) + "_sum", labels, FormatSampleValue(h.sum));
+  AppendSample(out, std::string(name) + "_count", labels, std::to_string(h.count));
 }
 
-template <size_t N>
+template <typename Histogram, size_t N>
 void AppendHistogram(std::string* out, const char* name, const char* help,
-                     const std::array<double, N>& bounds,
-                     const std::array<uint64_t, N + 1>& buckets, double sum, uint64_t count) {
+                     const std::array<double, N>& bounds, const Histogram& h) {
   AppendHeader(out, name, "histogram", help);
-  AppendHistogramSeries(out, name, "", bounds, buckets, sum, count);
+  AppendHistogramSeries(out, name, "", bounds, h);
 }
 
 }  // namespace
@@ -218,19 +185,16 @@ std::string Metrics::Render() const {
   // Snapshot under the lock, format outside it: writers on the batch path
   // never wait for the string building.
   uint64_t events_applied, events_stale, records_skipped, dead_letters, documents_written,
-      documents_deleted, batches, batch_retries, store_round_trips, store_statements,
-      duration_count;
-  std::array<uint64_t, kBucketCount + 1> duration_buckets;
-  double duration_sum, last_commit_timestamp;
+      documents_deleted, batches, batch_retries, store_round_trips, store_statements;
+  DurationHistogram duration;
+  double last_commit_timestamp;
   std::map<PartitionKey, int64_t> lag;
   bool store_healthy;
-  std::array<uint64_t, kEventAgeBuckets.size() + 1> age_buckets;
-  double age_sum, age_max;
-  uint64_t age_count;
-  uint64_t feed_published, feed_transactions, feed_too_large, feed_failures, feed_delay_count,
-      outbox_rows;
-  std::array<uint64_t, kEventAgeBuckets.size() + 1> feed_delay_buckets;
-  double feed_delay_sum, outbox_lag_seconds;
+  AgeHistogram age;
+  double age_max;
+  uint64_t feed_published, feed_transactions, feed_too_large, feed_failures, outbox_rows;
+  AgeHistogram feed_delay;
+  double outbox_lag_seconds;
   bool feed_relay_active;
   std::map<std::string, FanOutHistogram> fanouts;
   {
@@ -246,23 +210,17 @@ std::string Metrics::Render() const {
     batch_retries = batch_retries_;
     store_round_trips = store_round_trips_;
     store_statements = store_statements_;
-    duration_buckets = duration_buckets_;
-    duration_sum = duration_sum_;
-    duration_count = duration_count_;
+    duration = duration_;
     lag = lag_;
     store_healthy = store_healthy_;
     last_commit_timestamp = last_commit_timestamp_;
-    age_buckets = age_buckets_;
-    age_sum = age_sum_;
-    age_count = age_count_;
+    age = age_;
     age_max = age_max_;
     feed_published = feed_published_;
     feed_transactions = feed_transactions_;
     feed_too_large = feed_too_large_;
     feed_failures = feed_failures_;
-    feed_delay_buckets = feed_delay_buckets_;
-    feed_delay_sum = feed_delay_sum_;
-    feed_delay_count = feed_delay_count_;
+    feed_delay = feed_delay_;
     outbox_rows = outbox_rows_;
     outbox_lag_seconds = outbox_lag_seconds_;
     feed_relay_active = feed_relay_active_;
@@ -297,18 +255,17 @@ std::string Metrics::Render() const {
 
   AppendHistogram(&out, "denormd_batch_duration_seconds",
                   "Wall time to apply and commit one batch, including retries.",
-                  kBatchDurationBuckets, duration_buckets, duration_sum, duration_count);
+                  kBatchDurationBuckets, duration);
   AppendHistogram(&out, "denormd_event_age_seconds",
                   "Freshness: from a message's Kafka timestamp to the commit that applied it.",
-                  kEventAgeBuckets, age_buckets, age_sum, age_count);
+                  kEventAgeBuckets, age);
   AppendGauge(&out, "denormd_event_age_max_seconds",
               "The largest denormd_event_age_seconds observed.", FormatSampleValue(age_max));
   AppendHeader(&out, "denormd_documents_per_event", "histogram",
                "Documents one change of an entity made its batch recompute, by entity type.");
   for (const auto& [type, h] : fanouts) {
     AppendHistogramSeries(&out, "denormd_documents_per_event",
-                          "type=\"" + EscapeLabelValue(type) + "\"", kFanOutBuckets, h.buckets,
-                          h.sum, h.count);
+                          "type=\"" + EscapeLabelValue(type) + "\"", kFanOutBuckets, h);
   }
 
   AppendHeader(&out, "denormd_consumer_lag", "gauge",
@@ -342,7 +299,7 @@ std::string Metrics::Render() const {
   AppendHistogram(&out, "denormd_feed_delay_seconds",
                   "From a document change's capture in the outbox to the Kafka commit that "
                   "published it.",
-                  kEventAgeBuckets, feed_delay_buckets, feed_delay_sum, feed_delay_count);
+                  kEventAgeBuckets, feed_delay);
   AppendGauge(&out, "denormd_feed_outbox_rows",
               "Document changes in the outbox waiting to be published.",
               std::to_string(outbox_rows));

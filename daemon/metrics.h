@@ -36,6 +36,7 @@
 #define DENORMD_DAEMON_METRICS_H_
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -125,7 +126,28 @@ class Metrics {
   std::string Render() const;
 
  private:
-  static constexpr size_t kBucketCount = kBatchDurationBuckets.size();
+  // One histogram series over bounds of size N: per-bucket counts (not
+  // cumulative; the last bucket is +Inf), their sum and count.
+  template <size_t N>
+  struct Histogram {
+    std::array<uint64_t, N + 1> buckets{};
+    double sum = 0;
+    uint64_t count = 0;
+    // Counts `value` in the first bucket whose bound it does not exceed: a
+    // NaN not at all, a negative value as 0.
+    void Observe(double value, const std::array<double, N>& bounds) {
+      if (std::isnan(value)) return;
+      if (value < 0) value = 0;
+      size_t bucket = 0;
+      while (bucket < N && value > bounds[bucket]) ++bucket;
+      ++buckets[bucket];
+      sum += value;
+      ++count;
+    }
+  };
+  using DurationHistogram = Histogram<kBatchDurationBuckets.size()>;
+  using AgeHistogram = Histogram<kEventAgeBuckets.size()>;
+  using FanOutHistogram = Histogram<kFanOutBuckets.size()>;
 
   mutable std::mutex mutex_;
   uint64_t events_applied_ = 0;     // GUARDED_BY(mutex_)
@@ -138,33 +160,21 @@ class Metrics {
   uint64_t batch_retries_ = 0;      // GUARDED_BY(mutex_)
   uint64_t store_round_trips_ = 0;  // GUARDED_BY(mutex_)
   uint64_t store_statements_ = 0;   // GUARDED_BY(mutex_)
-  // Observations per bucket, not cumulative; the last entry is +Inf.
-  std::array<uint64_t, kBucketCount + 1> duration_buckets_{};  // GUARDED_BY(mutex_)
-  double duration_sum_ = 0;                                     // GUARDED_BY(mutex_)
-  uint64_t duration_count_ = 0;                                 // GUARDED_BY(mutex_)
-  std::array<uint64_t, kEventAgeBuckets.size() + 1> age_buckets_{};  // GUARDED_BY(mutex_)
-  double age_sum_ = 0;                                                // GUARDED_BY(mutex_)
-  uint64_t age_count_ = 0;                                            // GUARDED_BY(mutex_)
-  double age_max_ = 0;                                                // GUARDED_BY(mutex_)
-  struct FanOutHistogram {
-    std::array<uint64_t, kFanOutBuckets.size() + 1> buckets{};
-    double sum = 0;
-    uint64_t count = 0;
-  };
+  DurationHistogram duration_;      // GUARDED_BY(mutex_)
+  AgeHistogram age_;                // GUARDED_BY(mutex_)
+  double age_max_ = 0;              // GUARDED_BY(mutex_)
   std::map<std::string, FanOutHistogram> fanouts_;  // by entity type; GUARDED_BY(mutex_)
-  std::map<PartitionKey, int64_t> lag_;                         // GUARDED_BY(mutex_)
-  bool store_healthy_ = false;                                  // GUARDED_BY(mutex_)
-  double last_commit_timestamp_ = 0;                            // GUARDED_BY(mutex_)
-  uint64_t feed_published_ = 0;                                 // GUARDED_BY(mutex_)
-  uint64_t feed_transactions_ = 0;                              // GUARDED_BY(mutex_)
-  uint64_t feed_too_large_ = 0;                                 // GUARDED_BY(mutex_)
-  uint64_t feed_failures_ = 0;                                  // GUARDED_BY(mutex_)
-  std::array<uint64_t, kEventAgeBuckets.size() + 1> feed_delay_buckets_{};  // GUARDED_BY(mutex_)
-  double feed_delay_sum_ = 0;                                   // GUARDED_BY(mutex_)
-  uint64_t feed_delay_count_ = 0;                               // GUARDED_BY(mutex_)
-  uint64_t outbox_rows_ = 0;                                    // GUARDED_BY(mutex_)
-  double outbox_lag_seconds_ = 0;                               // GUARDED_BY(mutex_)
-  bool feed_relay_active_ = false;                              // GUARDED_BY(mutex_)
+  std::map<PartitionKey, int64_t> lag_;             // GUARDED_BY(mutex_)
+  bool store_healthy_ = false;                      // GUARDED_BY(mutex_)
+  double last_commit_timestamp_ = 0;                // GUARDED_BY(mutex_)
+  uint64_t feed_published_ = 0;                     // GUARDED_BY(mutex_)
+  uint64_t feed_transactions_ = 0;                  // GUARDED_BY(mutex_)
+  uint64_t feed_too_large_ = 0;                     // GUARDED_BY(mutex_)
+  uint64_t feed_failures_ = 0;                      // GUARDED_BY(mutex_)
+  AgeHistogram feed_delay_;                         // GUARDED_BY(mutex_)
+  uint64_t outbox_rows_ = 0;                        // GUARDED_BY(mutex_)
+  double outbox_lag_seconds_ = 0;                   // GUARDED_BY(mutex_)
+  bool feed_relay_active_ = false;                  // GUARDED_BY(mutex_)
 };
 
 // A label value escaped for the text format: backslash, double quote and
