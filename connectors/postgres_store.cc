@@ -781,7 +781,7 @@ Status PostgresStore::Prune(const RetentionConfig& retention, size_t chunk_rows,
   DENORMD_RETURN_IF_ERROR(sweep(
       "pruning lock rows",
       "with c as (select key from " + s + ".locks where ($1::bigint is null or key > $1)"
-      " order by key limit " + limit + "),"
+      " order by key limit " + std::to_string(kLockRowsPerChunk) + "),"
       " doomed as (select l.key from " + s + ".locks l join c using (key)"
       " for update of l skip locked),"
       " gone as (delete from " + s + ".locks l using doomed d where l.key = d.key returning 1)"

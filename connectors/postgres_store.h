@@ -204,12 +204,22 @@ class PostgresStore : public Store {
   // Removes the state `retention` says is no longer needed (see
   // RetentionConfig): tombstones past the horizon, old dead letters and those
   // beyond the cap, lock rows no transaction holds, counters at zero. Works in
-  // chunks of `chunk_rows`, each its own short transaction that skips rows a
-  // batch has locked, so it is safe beside running instances (a lock row or
-  // counter removed is recreated by the next batch that needs it; a tombstone
-  // updated meanwhile is not removed). `progress` (may be empty) is told the
+  // chunks of `chunk_rows` (lock rows: of kLockRowsPerChunk), each its own
+  // short transaction that skips rows a batch has locked, so it is safe beside
+  // running instances (a lock row or counter removed is recreated by the next
+  // batch that needs it; a tombstone updated meanwhile is not removed).
+  // `progress` (may be empty) is told the
   // totals after every chunk; `stop` (may be empty) is asked before every
   // chunk and ends the prune early, with what was removed so far kept.
+  //
+  // Lock rows go in chunks of a million whatever `chunk_rows` says: a batch
+  // that finds a lock row it remembered gone retries and forgets every row it
+  // remembered (PostgresTransaction::LockKeys), and each chunk removes rows
+  // across the whole key space a batch's keys spread over. In chunks of
+  // 10,000 a batch running beside the prune retried once per chunk it met
+  // (the soak: up to four retries in a row, 3 s of backoff, per prune); in one
+  // chunk it retries once.
+  static constexpr size_t kLockRowsPerChunk = 1000000;
   Status Prune(const RetentionConfig& retention, size_t chunk_rows, PruneReport* report,
                const std::function<void(const PruneReport&)>& progress,
                const std::function<bool()>& stop);

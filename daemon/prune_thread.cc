@@ -8,6 +8,17 @@
 
 namespace denormd {
 
+RetentionConfig RetentionForPruneAt(const RetentionConfig& retention,
+                                    std::chrono::steady_clock::time_point last_sweep,
+                                    std::chrono::steady_clock::time_point now) {
+  RetentionConfig out = retention;
+  if (last_sweep != std::chrono::steady_clock::time_point() &&
+      now - last_sweep < kTombstoneSweepInterval) {
+    out.tombstone_hours = 0;
+  }
+  return out;
+}
+
 PruneThread::PruneThread(const Config& config, std::string postgres_url)
     : config_(config), postgres_url_(std::move(postgres_url)) {}
 
@@ -19,8 +30,11 @@ void PruneThread::StartIfDue(const RetentionConfig& retention) {
     return;
   }
   if (thread_.joinable()) thread_.join();  // the last prune's, ended
+  const auto now = std::chrono::steady_clock::now();
+  RetentionConfig this_prune = RetentionForPruneAt(retention, last_tombstone_sweep_, now);
+  if (this_prune.tombstone_hours > 0) last_tombstone_sweep_ = now;
   running_.store(true);
-  thread_ = std::thread([this, retention] { Prune(retention); });
+  thread_ = std::thread([this, this_prune] { Prune(this_prune); });
 }
 
 void PruneThread::Stop() {

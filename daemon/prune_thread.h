@@ -8,8 +8,11 @@
 //
 // Pruning beside the batches is what it already is beside other instances:
 // each chunk is a short transaction that skips the rows a batch holds, and a
-// batch that finds a lock row pruned under it retries once
-// (PostgresTransaction::LockKeys).
+// batch that finds a lock row pruned under it retries once (the lock rows go
+// in one chunk: PostgresStore::kLockRowsPerChunk; PostgresTransaction::LockKeys).
+//
+// Tombstones are swept once an hour (kTombstoneSweepInterval), the rest every
+// retention.interval_s.
 //
 // One owner thread calls StartIfDue and Stop; the prune itself only logs.
 #ifndef DENORMD_DAEMON_PRUNE_THREAD_H_
@@ -28,6 +31,20 @@ namespace denormd {
 
 // Rows one prune transaction removes at most (`run` and `denormd prune`).
 constexpr size_t kPruneChunkRows = 10000;
+
+// How often `run` sweeps tombstones: at most once an hour, whatever
+// retention.interval_s says of the rest. The sweep reads all of `entities`
+// (no index on age: one would cost every update of an entity its HOT
+// update), which the soak's store grew to 1.5 million rows in half an hour
+// and the prune to 20 s every 5 minutes; the horizon is counted in hours.
+constexpr std::chrono::hours kTombstoneSweepInterval{1};
+
+// What the prune starting at `now` does: `retention`, without the tombstone
+// sweep (tombstone_hours 0) when the last one started (`last_sweep`; the
+// epoch of steady_clock: never) less than kTombstoneSweepInterval ago.
+RetentionConfig RetentionForPruneAt(const RetentionConfig& retention,
+                                    std::chrono::steady_clock::time_point last_sweep,
+                                    std::chrono::steady_clock::time_point now);
 
 class PruneThread {
  public:
@@ -57,6 +74,8 @@ class PruneThread {
   // When the last prune ended (written by its thread before running_ goes
   // false; read by the owner only while running_ is false).
   std::chrono::steady_clock::time_point last_end_ = std::chrono::steady_clock::now();
+  // When the last prune that swept tombstones started (the owner's).
+  std::chrono::steady_clock::time_point last_tombstone_sweep_{};
 };
 
 }  // namespace denormd

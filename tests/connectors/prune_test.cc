@@ -4,12 +4,14 @@
 // holds), and that the store stays exact and writable afterwards.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <pqxx/pqxx>
 
+#include "daemon/prune_thread.h"
 #include "daemon/replay.h"
 #include "formats/decoder.h"
 #include "projections/maintenance.h"
@@ -166,6 +168,75 @@ TEST_F(PruneTest, APruneOfLockRowsCostsOneRetryNotOnePerBatch) {
   }
   EXPECT_EQ("", Differences());
   EXPECT_EQ(20u, Count("entities", "type = 'author' and data->>'firstName' = 'B'"));
+}
+
+// A batch beside a prune meets its lock rows gone once, however many chunks
+// the prune runs: the lock rows go in one chunk. (In chunks of `chunk_rows`,
+// each chunk removed rows across the key space the batch's keys spread over,
+// and a batch retried once per chunk that held one of them: the soak saw up
+// to four retries in a row per prune.)
+TEST_F(PruneTest, ABatchBesideAPruneRetriesOnceHoweverManyChunksItRuns) {
+  // a1 and 20 books of it: renaming a1 locks the author and the 20 books'
+  // documents, keys spread over the lock rows' key space.
+  std::vector<std::string> lines = {Upsert("author", "a1", 1, R"({"firstName":"A","lastName":"L"})")};
+  for (int i = 1; i <= 20; ++i) {
+    lines.push_back(
+        Upsert("book", "b" + std::to_string(i), 1, R"({"name":"x","authorIds":["a1"]})"));
+  }
+  Replay(lines);
+  const uint64_t lock_rows = Count("locks");
+  ASSERT_GE(lock_rows, 21u);
+
+  // Between every two chunks of the prune (chunks of 3 rows), a batch renames
+  // a1, retried at once when it fails.
+  int version = 1, retries = 0, batches = 0;
+  const auto rename_a1 = [&](const PruneReport&) {
+    ++version;
+    const EventBatch batch = DecodeBatch(
+        article_.decoder,
+        {testing::LogRecord({"file:beside", 0, version},
+                            Upsert("author", "a1", version,
+                                   R"({"firstName":"V)" + std::to_string(version) +
+                                       R"(","lastName":"L"})"))});
+    BatchStats stats;
+    Status status = article_.applier.Apply(&article_.store, batch, &stats);
+    for (int attempt = 0; status.IsTransient() && attempt < 10; ++attempt) {
+      ++retries;
+      status = article_.applier.Apply(&article_.store, batch, &stats);
+    }
+    EXPECT_TRUE(status.ok()) << status.ToString();
+    ++batches;
+  };
+  RetentionConfig retention;
+  retention.tombstone_hours = 0;
+  PruneReport report;
+  ASSERT_TRUE(article_.store.Prune(retention, 3, &report, rename_a1, nullptr).ok());
+  EXPECT_GE(report.lock_rows, 1u);
+  EXPECT_GE(batches, 2);  // at least one batch ran before the lock rows went, one after
+  EXPECT_EQ(1, retries);
+  EXPECT_EQ("", Differences());
+  EXPECT_EQ(1u, Count("entities", "type = 'author' and data->>'firstName' = 'V" +
+                                      std::to_string(version) + "'"));
+}
+
+TEST(RetentionForPruneAt, SweepsTombstonesOnceAnHourAndTheRestEveryInterval) {
+  RetentionConfig retention;
+  retention.tombstone_hours = 168;
+  retention.interval_s = 300;
+  retention.dead_letter_days = 7;
+  const auto now = std::chrono::steady_clock::now();
+  const auto at = [&](std::chrono::minutes ago) {
+    return RetentionForPruneAt(retention, now - ago, now);
+  };
+  // Never swept: this prune sweeps.
+  EXPECT_EQ(168u, RetentionForPruneAt(retention, {}, now).tombstone_hours);
+  // Swept 5 and 59 minutes ago: not this time; the rest as configured.
+  EXPECT_EQ(0u, at(std::chrono::minutes(5)).tombstone_hours);
+  EXPECT_EQ(0u, at(std::chrono::minutes(59)).tombstone_hours);
+  EXPECT_EQ(300u, at(std::chrono::minutes(59)).interval_s);
+  EXPECT_EQ(7u, at(std::chrono::minutes(59)).dead_letter_days);
+  // An hour ago: again.
+  EXPECT_EQ(168u, at(std::chrono::minutes(60)).tombstone_hours);
 }
 
 TEST_F(PruneTest, TheTombstoneHorizonIsWhereAnOlderEventStopsBeingRefused) {
