@@ -53,6 +53,11 @@ class KafkaEventSource::Rebalancer : public RdKafka::RebalanceCb {
   KafkaEventSource* source_;
 };
 
+std::vector<std::pair<std::string, std::string>> ConsumerReadAhead(const BatchConfig& batch) {
+  return {{"queued.min.messages", std::to_string(std::max<uint64_t>(1000, 2 * batch.max_events))},
+          {"queued.max.messages.kbytes", "16384"}};
+}
+
 KafkaEventSource::KafkaEventSource(const Config& config, PositionLoader loader,
                                    const std::atomic<bool>* stopping)
     : config_(config),
@@ -92,6 +97,7 @@ Status KafkaEventSource::Open() {
     DENORMD_RETURN_IF_ERROR(
         SetKafkaProperties(conf.get(), {{"topic.metadata.refresh.interval.ms", "5000"}}));
   }
+  DENORMD_RETURN_IF_ERROR(SetKafkaProperties(conf.get(), ConsumerReadAhead(config_.batch)));
   DENORMD_RETURN_IF_ERROR(SetUserKafkaProperties(kafka, conf.get()));
   consumer_.reset(RdKafka::KafkaConsumer::create(conf.get(), error));
   if (!consumer_) return Status::InvalidInput("cannot create the Kafka consumer: " + error);

@@ -40,6 +40,17 @@ namespace denormd {
 // The stream name under which a topic's positions are stored.
 std::string KafkaStreamSource(const KafkaSourceConfig& kafka, const std::string& topic);
 
+// How far the consumer reads ahead of the batches, set before the user's
+// source.kafka.properties (which may override it): librdkafka's
+// queued.min.messages, two batches of batch.max_events a partition, and
+// queued.max.messages.kbytes, 16 MiB in all. With librdkafka's defaults
+// (100,000 messages a partition, 64 MiB) a daemon behind its topic holds what
+// it has not applied yet in memory: `run` on the benchmark's load and changes
+// (131,100 events waiting in the topic) had an RSS of 90-119 MiB while
+// loading with the defaults, 49-85 MiB with these, and took the same time
+// (docs/benchmarks.md, "Memory: the consumer's read-ahead").
+std::vector<std::pair<std::string, std::string>> ConsumerReadAhead(const BatchConfig& batch);
+
 class KafkaEventSource : public EventSource, public DeadLetterSink {
  public:
   using TopicPartition = std::pair<std::string, int32_t>;
