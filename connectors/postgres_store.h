@@ -16,8 +16,13 @@
 //                                                           the change feed's outbox
 //   feed_state   (relay, sequence, cursor, published_at)   what the relay published
 //
-// Transactions (postgres_transaction.h) run every bulk read and write as one
-// statement with the rows passed as a single JSON or array parameter.
+// Transactions (postgres_transaction.h) serve each role of projections/store.h
+// with an object of its own, in a file of its own (postgres_source_rows.h,
+// postgres_reference_index.h, postgres_document_tables.h,
+// postgres_bucket_tables.h, postgres_stream_ledger.h, postgres_write_locks.h)
+// over the transaction's shared PostgresWork (postgres_work.h), and run every
+// bulk read and write as one statement with the rows passed as a single JSON
+// or array parameter.
 //
 // Errors: a lost connection, deadlock, serialization failure, or server
 // shutdown is Transient (the next Begin() reconnects); anything else is Fatal.

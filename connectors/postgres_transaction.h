@@ -1,19 +1,26 @@
-// PostgresTransaction: one StoreTransaction on PostgreSQL, serving every role
-// of projections/store.h with set-based statements: each bulk read or write
-// is one statement with its rows passed as a single JSON or array parameter,
-// never a statement per event or per document.
+// PostgresTransaction: one StoreTransaction on PostgreSQL. It owns the
+// transaction's PostgresWork (postgres_work.h: the server transaction, its
+// deferred statements and round trips, what the roles share) and one object
+// per role of projections/store.h over it, each in a file of its own:
+//   SourceRows      postgres_source_rows.h      entities, apply_journal
+//   ReferenceIndex  postgres_reference_index.h  refs, ref_counts
+//   DocumentTables  postgres_document_tables.h  the collections, outbox
+//   BucketTables    postgres_bucket_tables.h    the collections' bucket columns
+//   StreamLedger    postgres_stream_ledger.h    positions, dead_letters, fanout_stats
+//   WriteLocks      postgres_write_locks.h      writers, meta, locks
+// Every role runs set-based statements: each bulk read or write is one
+// statement with its rows passed as a single JSON or array parameter, never
+// a statement per event or per document.
 //
 // The tables are described at PostgresStore (postgres_store.h).
 #ifndef DENORMD_CONNECTORS_POSTGRES_TRANSACTION_H_
 #define DENORMD_CONNECTORS_POSTGRES_TRANSACTION_H_
 
-#include <functional>
-#include <map>
+#include <cstdint>
 #include <memory>
-#include <set>
 #include <string>
-#include <unordered_set>
 
+#include "connectors/postgres_transaction_context.h"
 #include "projections/store.h"
 
 namespace pqxx {
@@ -21,44 +28,6 @@ class connection_base;
 }  // namespace pqxx
 
 namespace denormd {
-
-// Creates lock rows (for keys given as a bigint[] literal) in a committed
-// transaction of its own.
-using LockRowProvisioner = std::function<Status(const std::string& key_array)>;
-
-// The statements prepared on one connection: each distinct SQL text is
-// prepared once (PostgreSQL parses it once and may keep its plan) under a
-// name of its own. Lives as long as the connection; not thread-safe.
-class PreparedStatements {
- public:
-  explicit PreparedStatements(pqxx::connection_base& connection);
-  // The name `sql` is prepared under, preparing it on first use.
-  const std::string& Name(const std::string& sql);
-
- private:
-  pqxx::connection_base& connection_;
-  std::map<std::string, std::string> names_;
-};
-
-// What a connection remembers between its transactions.
-struct ConnectionState {
-  explicit ConnectionState(pqxx::connection_base& connection) : statements(connection) {}
-  PreparedStatements statements;
-  // Lock rows known to exist (this process created or locked them), so that
-  // a batch whose keys are all known locks them in one statement, without
-  // the provisioning round trip. A row pruned meanwhile is noticed (fewer
-  // rows locked) and provisioned again. Bounded: cleared past 4 M entries.
-  std::unordered_set<int64_t> lock_rows;
-};
-
-// Which collections' document changes a transaction captures in the
-// outbox (<schema>.outbox), and which of those have a partition key (a
-// document whose pk changes is then also captured as deleted under the old
-// one). Built once per store from the config.
-struct ChangeCapture {
-  std::set<std::string> published;
-  std::set<std::string> partitioned;
-};
 
 // Starts a transaction on `connection` in `schema`; the connection, its
 // state and `capture` must outlive it. Its LockWriters fails with

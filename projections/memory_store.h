@@ -6,6 +6,12 @@
 // write; a transaction destroyed without Commit() undoes them in reverse, so
 // a failed batch leaves nothing behind. Only one transaction may be open at a
 // time (Begin fails otherwise); locks are no-ops.
+//
+// A transaction serves each role of projections/store.h with an object of its
+// own, in a file of its own (memory_source_rows.h, memory_reference_index.h,
+// memory_document_tables.h, memory_bucket_tables.h, memory_stream_ledger.h,
+// memory_write_locks.h), over the transaction's shared MemoryWork
+// (memory_work.h: the state, the undo of each write, the change capture).
 #ifndef DENORMD_PROJECTIONS_MEMORY_STORE_H_
 #define DENORMD_PROJECTIONS_MEMORY_STORE_H_
 
@@ -15,52 +21,11 @@
 #include <tuple>
 #include <vector>
 
+#include "projections/memory_state.h"
 #include "projections/outbox.h"
 #include "projections/store.h"
 
 namespace denormd {
-
-struct MemoryState {
-  struct Document {
-    std::string projection;
-    std::optional<std::string> pk;
-    std::string json;
-    std::optional<BucketMeta> bucket;
-    std::string id;
-  };
-  // The index rows of one entity, as (relation name, target, sort).
-  struct IndexRow {
-    std::string relation;
-    std::string target;
-    std::string sort;
-  };
-  std::map<EntityKey, EntityRecord> entities;
-  std::map<EntityKey, std::vector<IndexRow>> references;
-  // (type, relation name, target) -> keys of its referrers, in order
-  std::map<std::tuple<std::string, std::string, std::string>, std::set<IndexKey>> index;
-  // collection -> key -> document; the key is the id, or "<pk>\x1f<id>" in a
-  // shared collection (keyed on (pk, id) like PostgreSQL's).
-  std::map<std::string, std::map<std::string, Document>> collections;
-  // Documents written or deleted per collection, ever (for tests that bound
-  // what a change costs).
-  std::map<std::string, uint64_t> document_writes;
-  // Index rows that scans returned per relation ("book.authorIds": the
-  // referring type and the relation's name), ever (idem: what a change reads).
-  std::map<std::string, uint64_t> referrers_read;
-  // Entity records loaded, and index rows inserted or deleted, ever (idem).
-  uint64_t entities_loaded = 0;
-  uint64_t index_rows_written = 0;
-  std::map<std::pair<std::string, int32_t>, StoredPosition> positions;
-  std::vector<DeadLetter> dead_letters;
-  std::vector<FanOutStat> fanouts;  // one hour: the store's lifetime
-  // The change outbox: the changes of the `published` collections, in
-  // capture order (seq ascending; a rolled-back change leaves a gap, as a
-  // PostgreSQL sequence does), until pruned.
-  std::set<std::string> published;
-  std::vector<OutboxRow> outbox;
-  int64_t outbox_seq = 0;       // the last seq handed out
-  uint64_t feed_sequence = 0;   // what the last Prune recorded
-};
 
 class MemoryStore : public Store {
  public:

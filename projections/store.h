@@ -1,12 +1,26 @@
 // The store behind the projection engine, split by role: the source rows,
 // the reference index, the document tables, the stream ledger (positions and
-// dead letters) and the write locks. A StoreTransaction hands out each role;
-// an implementation may serve all of them with one object, or put a second
-// implementation of one role (another sink for documents) in front of it.
+// dead letters) and the write locks, declared here; and the bucket tables,
+// the storage only bucket projections use, declared by the buckets module
+// (projections/buckets/bucket_tables.h). A StoreTransaction hands out each
+// role; a second implementation of one role (another sink for documents) may
+// stand in front of a store's.
 //
-// Two stores: connectors/postgres_store (the product) and
-// projections/memory_store (in process, for tests and `denormd test`). The
-// engine sees only these interfaces, so the same tests run against both.
+// Two stores, each with one object per role, in a file of its own, over the
+// state its transaction shares:
+//   PostgreSQL (the product; connectors/postgres_store.h): the roles in
+//     connectors/postgres_source_rows.h, postgres_reference_index.h,
+//     postgres_document_tables.h, postgres_bucket_tables.h,
+//     postgres_stream_ledger.h and postgres_write_locks.h, over PostgresWork
+//     (postgres_work.h: the server transaction, its deferred statements and
+//     round trips); PostgresTransaction (postgres_transaction.h) owns them.
+//   In process (tests and `denormd test`; projections/memory_store.h): the
+//     roles in projections/memory_source_rows.h, memory_reference_index.h,
+//     memory_document_tables.h, memory_bucket_tables.h,
+//     memory_stream_ledger.h and memory_write_locks.h, over MemoryWork
+//     (memory_work.h: the MemoryState, the undo of each write);
+//     MemoryTransaction (memory_store.cc) owns them.
+// The engine sees only these interfaces, so the same tests run against both.
 //
 // All work happens in a StoreTransaction. Its reads see the transaction's own
 // writes. Nothing is visible to others until Commit(); a transaction that is
@@ -177,26 +191,23 @@ class ReferenceIndex {
 // projection (several projections may share a collection).
 
 // Where a bucket document sits in its group (bucket projections only),
-// kept in columns next to the document.
+// kept in columns next to the document: every document table has them, and
+// DocumentTables writes and reads them with the document. What they mean to
+// bucket projections, and the operations only those use, are in
+// projections/buckets/bucket_tables.h.
 struct BucketMeta {
   uint64_t number = 0;         // the n of its id "<group>:<n>"; never changes
   int64_t seq = 0;             // readers page a group by ascending seq
   std::optional<IndexKey> lo;  // its first member's key (stable layout)
   uint64_t members = 0;        // how many members it holds
   // Its members' keys, in order (`members` of them), as PackIndexKeys
-  // writes them, so that a batch splices the bucket without reading its
+  // (projections/buckets/bucket_tables.h) writes them, so that a batch splices the bucket without reading its
   // range of the reference index. Kept packed: a batch holds thousands of
   // buckets, and a key unpacked costs several times its bytes. None when
   // unknown (the packed layout, or a bucket written before the column
   // existed); readers then scan the index.
   std::optional<std::string> member_keys;
 };
-
-// A list of keys as bytes (the `member_keys` column): for each key, the
-// lengths of its sort and id as varints, then their bytes.
-std::string PackIndexKeys(const std::vector<IndexKey>& keys);
-// False when `bytes` is not such a list.
-bool UnpackIndexKeys(const std::string& bytes, std::vector<IndexKey>* keys);
 
 // A projection document as stored: table row (id, doc, pk), and for a
 // bucket its place in the group.
@@ -205,14 +216,6 @@ struct DocumentRow {
   std::optional<std::string> pk;
   std::string json;
   std::optional<BucketMeta> bucket;
-};
-
-// A bucket found around a key of its group (DocumentTables::ProbeBuckets).
-struct BucketSlot {
-  size_t probe = 0;   // index of the probe it answers
-  bool below = false; // first member at or before the probe's key (else after)
-  std::string id;
-  BucketMeta meta;
 };
 
 // Change capture: in a collection the change feed publishes (the store's
@@ -248,32 +251,13 @@ class DocumentTables {
   // `projection` greater than `after`, ascending, at most `limit`.
   virtual Status ListKeys(const ProjectionConfig& projection, bool by_pk, const std::string& after,
                           size_t limit, std::vector<std::string>* out) = 0;
-
-  // Bucket projections (`stable` layout). For each probe (group, key): the
-  // up to `kProbeWindow` buckets of the group whose first member is at or
-  // before the key (nearest first) and the up to `kProbeWindow` after it, by
-  // their `lo`, metadata only (json empty). Probes of one group whose keys
-  // lie in the same bucket's range (or all before its first) have the same
-  // window; a store may answer only one of them.
-  static constexpr size_t kProbeWindow = 3;
-  virtual Status ProbeBuckets(const ProjectionConfig& projection,
-                              const std::vector<std::pair<std::string, IndexKey>>& probes,
-                              std::vector<BucketSlot>* out) = 0;
-  // The largest bucket number of each group that has buckets.
-  virtual Status MaxBucketNumbers(const ProjectionConfig& projection,
-                                  const std::vector<std::string>& groups,
-                                  std::map<std::string, uint64_t>* out) = 0;
-  // Makes room in `group` between the bucket with seq `after` and the one
-  // with seq `before` (after < before, and every seq between them): re-spaces
-  // the buckets on one side, `step` apart in the order of their `lo` (column
-  // and document). The side with fewer buckets: those below `before`, then
-  // ending at `before` - `step` (seqs may go below 0), or those above
-  // `after`, then starting at `after` + `step` (on a tie). *written counts
-  // rows.
-  virtual Status RespaceBuckets(const ProjectionConfig& projection, const std::string& group,
-                                int64_t after, int64_t before, int64_t step,
-                                uint64_t* written) = 0;
 };
+
+// The bucket tables: the operations on these tables that only bucket
+// projections use. Declared by the buckets module
+// (projections/buckets/bucket_tables.h), which builds on this header; callers
+// include that header.
+class BucketTables;
 
 // ---------------------------------------------------------------------------
 // The stream ledger: where each stream is, and what could not be applied.
@@ -350,6 +334,7 @@ class StoreTransaction {
   virtual SourceRows& source() = 0;
   virtual ReferenceIndex& index() = 0;
   virtual DocumentTables& documents() = 0;
+  virtual BucketTables& buckets() = 0;
   virtual StreamLedger& ledger() = 0;
   virtual WriteLocks& locks() = 0;
   // What the document changes of this transaction are attributed to in the

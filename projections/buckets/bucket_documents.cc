@@ -5,6 +5,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "projections/buckets/bucket_tables.h"
 #include "projections/selection.h"
 
 namespace denormd {

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "projections/buckets/bucket_documents.h"
+#include "projections/buckets/bucket_tables.h"
 #include "projections/reference_index.h"
 
 namespace denormd {
@@ -125,8 +126,8 @@ class StableLayout::GroupPlanner {
       }
       for (size_t i = 0; i + 1 < window.size(); ++i) adjacent.insert({window[i].id, window[i + 1].id});
       if (window.empty()) continue;
-      if (below < DocumentTables::kProbeWindow) by_id[window.front().id].first = true;
-      if (window.size() - below < DocumentTables::kProbeWindow) by_id[window.back().id].last = true;
+      if (below < BucketTables::kProbeWindow) by_id[window.front().id].first = true;
+      if (window.size() - below < BucketTables::kProbeWindow) by_id[window.back().id].last = true;
     }
     std::vector<PlanBucket> all;
     for (auto& entry : by_id) all.push_back(std::move(entry.second));
@@ -368,7 +369,7 @@ class StableBatch {
       }
     }
     std::vector<BucketSlot> slots;
-    DENORMD_RETURN_IF_ERROR(txn_.documents().ProbeBuckets(projection_, probes, &slots));
+    DENORMD_RETURN_IF_ERROR(txn_.buckets().ProbeBuckets(projection_, probes, &slots));
     std::vector<std::vector<BucketSlot>> by_probe(probes.size());
     for (BucketSlot& slot : slots) by_probe[slot.probe].push_back(std::move(slot));
     for (size_t i = 0; i < probes.size(); ++i) {
@@ -387,7 +388,7 @@ class StableBatch {
       }
     }
     std::map<std::string, uint64_t> max;
-    DENORMD_RETURN_IF_ERROR(txn_.documents().MaxBucketNumbers(projection_, groups, &max));
+    DENORMD_RETURN_IF_ERROR(txn_.buckets().MaxBucketNumbers(projection_, groups, &max));
     for (const std::string& group : groups) {
       uint64_t next = max[group] + 1;
       for (Segment& segment : (*plans)[group].segments) {
@@ -629,9 +630,9 @@ Status StableLayout::ApplyChanges(StoreTransaction& txn, const GroupChanges& cha
   if (respace.empty()) return Status::Ok();
   GroupChanges again;
   for (const auto& entry : respace) {
-    DENORMD_RETURN_IF_ERROR(txn.documents().RespaceBuckets(projection_, entry.first,
-                                                           entry.second.after, entry.second.before,
-                                                           kSeqGap, &stats->documents_written));
+    DENORMD_RETURN_IF_ERROR(txn.buckets().RespaceBuckets(projection_, entry.first,
+                                                         entry.second.after, entry.second.before,
+                                                         kSeqGap, &stats->documents_written));
     again.insert(*changes.find(entry.first));
   }
   std::map<std::string, RespaceRange> still;

@@ -1,7 +1,7 @@
 // How many round trips to PostgreSQL a small batch takes. A batch's writes,
 // locks and BEGIN are deferred and sent with its next read (or its COMMIT),
 // so its round trips follow its reads, not its statements
-// (connectors/postgres_transaction.cc, "Round trips"). Each change below is
+// (connectors/postgres_work.h, "Round trips"). Each change below is
 // one batch on the loaded article store; the documents are then checked by
 // verify, which recomputes them from the source rows alone.
 #include <gtest/gtest.h>

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "projections/buckets/bucket_tables.h"
 #include "projections/maintenance.h"
 #include "tests/test_support.h"
 
@@ -180,7 +181,7 @@ TEST_F(StableBucketsOnPostgres, ProbesInOneBucketAreAnsweredOnce) {
   std::unique_ptr<StoreTransaction> txn;
   ASSERT_TRUE(engine_.store.Begin(&txn).ok());
   std::vector<BucketSlot> slots;
-  ASSERT_TRUE(txn->documents().ProbeBuckets(engine_.config.projections[0], probes, &slots).ok());
+  ASSERT_TRUE(txn->buckets().ProbeBuckets(engine_.config.projections[0], probes, &slots).ok());
   std::map<size_t, std::vector<std::string>> windows;  // probe -> "id below|above"
   for (const BucketSlot& slot : slots) {
     windows[slot.probe].push_back(slot.id + (slot.below ? " below" : " above"));

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "projections/buckets/bucket_documents.h"
+#include "projections/buckets/bucket_tables.h"
 #include "projections/buckets/stable_layout.h"
 #include "tests/test_support.h"
 

@@ -1,0 +1,239 @@
+#include "connectors/postgres_reference_index.h"
+
+#include "connectors/postgres_work.h"
+
+namespace denormd {
+
+namespace {
+
+// Index ranges as arrays (target, sort hex, id, backward, limit). A range
+// without `from` gets the smallest key (forward) or one above every key
+// (backward: sort keys start with 0x01 or 0x02, or are empty), so that every
+// range is an index range condition, never a filter.
+struct RangeArrays {
+  explicit RangeArrays(const std::vector<IndexRange>& ranges) {
+    std::vector<std::string> targets, sorts, ids, backwards, limits;
+    for (const IndexRange& range : ranges) {
+      targets.push_back(range.target);
+      sorts.push_back(range.from ? HexEncode(range.from->sort) : range.backward ? "ff" : "");
+      ids.push_back(range.from ? range.from->id : "");
+      backwards.push_back(range.backward ? "t" : "f");
+      limits.push_back(range.limit == 0 ? "NULL" : std::to_string(range.limit));
+    }
+    target = PgTextArray(targets);
+    sort = PgTextArray(sorts);
+    id = PgTextArray(ids);
+    backward = PgTextArray(backwards);
+    limit = "{";
+    for (size_t i = 0; i < limits.size(); ++i) limit += (i ? "," : "") + limits[i];
+    limit += "}";
+  }
+  std::string target, sort, id, backward, limit;
+};
+
+}  // namespace
+
+void WriteIndexRow(JsonWriter& w, const EntityKey& key, const ReferenceRow& row) {
+  w.StartArray();
+  WriteJsonString(w, key.type);
+  WriteJsonString(w, row.relation->name());
+  WriteJsonString(w, row.target);
+  WriteJsonString(w, HexEncode(row.sort));
+  WriteJsonString(w, key.id);
+  w.EndArray();
+}
+
+std::string InsertIndexRowsSql(const std::string& schema, const std::string& param) {
+  return "i as (insert into " + schema + ".refs (type, field, target, id, sort)"
+         " select x->>0, x->>1, x->>2, x->>4, decode(x->>3, 'hex')"
+         " from jsonb_array_elements(" + param + "::jsonb) x on conflict do nothing"
+         " returning type, field, target)";
+}
+
+std::string DeleteIndexRowsSql(const std::string& schema, const std::string& param) {
+  return " d as (delete from " + schema + ".refs r using jsonb_array_elements(" + param +
+         "::jsonb) x where r.type = x->>0 and r.field = x->>1 and r.target = x->>2"
+         " and r.sort = decode(x->>3, 'hex') and r.id = x->>4"
+         " returning r.type, r.field, r.target)";
+}
+
+std::string CountDeltasSql(const std::string& schema) {
+  return " delta as (select type, field, target, sum(n)::bigint as n from ("
+         " select type, field, target, -1 as n from d union all"
+         " select type, field, target, 1 from i) u group by 1, 2, 3 having sum(n) <> 0)"
+         " insert into " + schema + ".ref_counts as c (type, field, target, count)"
+         " select type, field, target, n from delta order by 1, 2, 3"
+         " on conflict (type, field, target) do update set count = c.count + excluded.count";
+}
+
+Status PostgresReferenceIndex::Scan(const Relation& relation,
+                                    const std::vector<IndexRange>& ranges, Read read,
+                                    std::vector<Referrer>* out) {
+  if (ranges.empty()) return Status::Ok();
+  const std::string& schema = work_.schema();
+  const RangeArrays arrays(ranges);
+  // Per range one index range scan in the range's direction.
+  const std::string range = ".refs r where r.type = $1 and r.field = $2 and r.target = t.target"
+                            " and (r.sort, r.id) ";
+  const std::string bound = " (decode(t.sort, 'hex'), t.id collate \"C\")";
+  const std::string scans =
+      " from unnest($3::text[], $4::text[], $5::text[], $6::bool[], $7::bigint[])"
+      " t(target, sort, id, backward, lim)"
+      " cross join lateral ((select r.sort, r.id from " + schema + range + ">=" + bound +
+      " and not t.backward order by r.sort, r.id limit t.lim)"
+      " union all (select r.sort, r.id from " + schema + range + "<" + bound +
+      " and t.backward order by r.sort desc, r.id desc limit t.lim)) x";
+  const bool with_data = read == Read::kKeysAndData;
+  const std::string sql =
+      // Only live entities: the rows of a relation that `denormd apply` is
+      // building may name one deleted since (its catch-up removes them).
+      with_data ? "select t.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text" +
+                      scans + " join " + schema + ".entities e on e.type = $1 and e.id = x.id"
+                      " and not e.deleted and e.data is not null"
+                : "select t.target, encode(x.sort, 'hex'), x.id" + scans;
+  std::string key = relation.entity_type() + '\x1f' + relation.name() + '\x1f' +
+                    (with_data ? "d" : "k") + '\x1f' + arrays.target + '\x1f' + arrays.sort +
+                    '\x1f' + arrays.id + '\x1f' + arrays.backward + '\x1f' + arrays.limit;
+  if (key != last_scan_key_ || last_scan_writes_ != work_.index_writes()) {
+    last_scan_key_.clear();
+    last_scan_.clear();
+    pqxx::result rows;
+    DENORMD_RETURN_IF_ERROR(Guard(with_data ? "loading referrers" : "finding referrers", [&] {
+      rows = work_.Run(sql, relation.entity_type(), relation.name(), arrays.target, arrays.sort,
+                       arrays.id, arrays.backward, arrays.limit);
+    }));
+    for (const auto& row : rows) {
+      Referrer referrer;
+      referrer.target = row[0].c_str();
+      referrer.sort = HexDecode(row[1].c_str());
+      referrer.entity.key = {relation.entity_type(), row[2].c_str()};
+      if (with_data) {
+        referrer.entity.version = ParseVersion(row[3]);
+        DENORMD_RETURN_IF_ERROR(ParseData(row[4], &referrer.entity.data));
+      }
+      last_scan_.push_back(std::move(referrer));
+    }
+    last_scan_key_ = std::move(key);
+    last_scan_writes_ = work_.index_writes();
+  }
+  out->insert(out->end(), last_scan_.begin(), last_scan_.end());
+  return Status::Ok();
+}
+
+Status PostgresReferenceIndex::Count(const Relation& relation,
+                                     const std::vector<IndexRange>& ranges,
+                                     std::map<std::string, uint64_t>* out) {
+  std::vector<std::string> whole;
+  std::vector<IndexRange> from;
+  for (const IndexRange& range : ranges) {
+    (*out)[range.target] = 0;
+    if (range.from) {
+      from.push_back(range);
+      from.back().backward = false;
+    } else {
+      whole.push_back(range.target);
+    }
+  }
+  pqxx::result rows;
+  if (!whole.empty()) {
+    DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
+      rows = work_.Run("select target, count from " + work_.schema() +
+                           ".ref_counts where type = $1 and field = $2 and"
+                           " target = any($3::text[]) and count > 0",
+                       relation.entity_type(), relation.name(), PgTextArray(whole));
+    }));
+    for (const auto& row : rows) (*out)[row[0].c_str()] = row[1].as<uint64_t>();
+  }
+  if (from.empty()) return Status::Ok();
+  const RangeArrays arrays(from);
+  DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
+    rows = work_.Run(
+        "select b.target, (select count(*) from " + work_.schema() +
+            ".refs r where r.type = $1 and r.field = $2 and r.target = b.target"
+            " and (r.sort, r.id) >= (decode(b.sort, 'hex'), b.id collate \"C\"))"
+            " from unnest($3::text[], $4::text[], $5::text[]) b(target, sort, id)",
+        relation.entity_type(), relation.name(), arrays.target, arrays.sort, arrays.id);
+  }));
+  for (const auto& row : rows) (*out)[row[0].c_str()] = row[1].as<uint64_t>();
+  return Status::Ok();
+}
+
+Status PostgresReferenceIndex::ListTargets(const Relation& relation, const std::string& after,
+                                           size_t limit, std::vector<std::string>* out) {
+  pqxx::result rows;
+  DENORMD_RETURN_IF_ERROR(Guard("listing reference targets", [&] {
+    rows = work_.Run("select distinct target from " + work_.schema() +
+                         ".refs where type = $1 and field = $2 and target > $3"
+                         " order by target limit $4",
+                     relation.entity_type(), relation.name(), after,
+                     static_cast<int64_t>(limit));
+  }));
+  for (const auto& row : rows) out->push_back(row[0].c_str());
+  return Status::Ok();
+}
+
+Status PostgresReferenceIndex::RowsOf(const std::vector<EntityKey>& entities,
+                                      std::vector<StoredRow>* out) {
+  if (entities.empty()) return Status::Ok();
+  std::vector<std::string> types, ids;
+  for (const EntityKey& key : entities) {
+    types.push_back(key.type);
+    ids.push_back(key.id);
+  }
+  pqxx::result rows;
+  DENORMD_RETURN_IF_ERROR(Guard("reading index rows", [&] {
+    rows = work_.Run("select r.type, r.id, r.field, r.target, encode(r.sort, 'hex') from " +
+                         work_.schema() +
+                         ".refs r join unnest($1::text[], $2::text[]) k(type, id)"
+                         " on r.type = k.type and r.id = k.id",
+                     PgTextArray(types), PgTextArray(ids));
+  }));
+  for (const auto& row : rows) {
+    out->push_back({{row[0].c_str(), row[1].c_str()}, row[2].c_str(), row[3].c_str(),
+                    HexDecode(row[4].c_str())});
+  }
+  return Status::Ok();
+}
+
+Status PostgresReferenceIndex::RecountTargets() {
+  const std::string& schema = work_.schema();
+  const std::string counts = schema + ".ref_counts";
+  return Guard("recounting the reference index", [&] {
+    work_.Run("with actual as (select type, field, target, count(*) as n from " + schema +
+              ".refs group by 1, 2, 3),"
+              " fixed as (insert into " + counts + " as c (type, field, target, count)"
+              " select type, field, target, n from actual order by 1, 2, 3"
+              " on conflict (type, field, target) do update set count = excluded.count"
+              " where c.count <> excluded.count)"
+              " update " + counts + " c set count = 0 where c.count <> 0 and not exists ("
+              "select 1 from actual a where a.type = c.type and a.field = c.field"
+              " and a.target = c.target)");
+  });
+}
+
+Status PostgresReferenceIndex::WriteRows(const std::vector<OwnedRows>& writes) {
+  work_.IndexWritten();
+  rapidjson::StringBuffer added, removed;
+  JsonWriter a(added), r(removed);
+  a.StartArray();
+  r.StartArray();
+  size_t rows = 0;
+  for (const OwnedRows& write : writes) {
+    for (const ReferenceRow& row : write.added) WriteIndexRow(a, write.owner, row);
+    for (const ReferenceRow& row : write.removed) WriteIndexRow(r, write.owner, row);
+    rows += write.added.size() + write.removed.size();
+  }
+  a.EndArray();
+  r.EndArray();
+  if (rows == 0) return Status::Ok();
+  // As in PostgresSourceRows::WriteEntities, without the records: the rows
+  // actually inserted or deleted move the counters.
+  const std::string& schema = work_.schema();
+  return Guard("writing " + std::to_string(rows) + " index rows", [&] {
+    work_.Run("with " + InsertIndexRowsSql(schema, "$1") + ", " +
+                  DeleteIndexRowsSql(schema, "$2") + "," + CountDeltasSql(schema),
+              JsonText(added), JsonText(removed));
+  });
+}
+
+}  // namespace denormd

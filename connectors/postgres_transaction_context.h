@@ -1,0 +1,65 @@
+// What a PostgresTransaction (postgres_transaction.h) is given from outside
+// itself: what its connection remembers between transactions (the prepared
+// statements, the lock rows known to exist), which collections' changes it
+// captures, and how it has missing lock rows created. PostgresStore keeps
+// them; the transaction's roles use them through PostgresWork
+// (postgres_work.h). Not thread-safe.
+#ifndef DENORMD_CONNECTORS_POSTGRES_TRANSACTION_CONTEXT_H_
+#define DENORMD_CONNECTORS_POSTGRES_TRANSACTION_CONTEXT_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_set>
+
+#include "common/status.h"
+
+namespace pqxx {
+class connection_base;
+}  // namespace pqxx
+
+namespace denormd {
+
+// Creates lock rows (for keys given as a bigint[] literal) in a committed
+// transaction of its own.
+using LockRowProvisioner = std::function<Status(const std::string& key_array)>;
+
+// The statements prepared on one connection: each distinct SQL text is
+// prepared once (PostgreSQL parses it once and may keep its plan) under a
+// name of its own. Lives as long as the connection; not thread-safe.
+class PreparedStatements {
+ public:
+  explicit PreparedStatements(pqxx::connection_base& connection);
+  // The name `sql` is prepared under, preparing it on first use.
+  const std::string& Name(const std::string& sql);
+
+ private:
+  pqxx::connection_base& connection_;
+  std::map<std::string, std::string> names_;
+};
+
+// What a connection remembers between its transactions.
+struct ConnectionState {
+  explicit ConnectionState(pqxx::connection_base& connection) : statements(connection) {}
+  PreparedStatements statements;
+  // Lock rows known to exist (this process created or locked them), so that
+  // a batch whose keys are all known locks them in one statement, without
+  // the provisioning round trip. A row pruned meanwhile is noticed (fewer
+  // rows locked) and provisioned again. Bounded: cleared past 4 M entries.
+  std::unordered_set<int64_t> lock_rows;
+};
+
+// Which collections' document changes a transaction captures in the
+// outbox (<schema>.outbox), and which of those have a partition key (a
+// document whose pk changes is then also captured as deleted under the old
+// one). Built once per store from the config.
+struct ChangeCapture {
+  std::set<std::string> published;
+  std::set<std::string> partitioned;
+};
+
+}  // namespace denormd
+
+#endif  // DENORMD_CONNECTORS_POSTGRES_TRANSACTION_CONTEXT_H_

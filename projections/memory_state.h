@@ -1,0 +1,66 @@
+// MemoryState: what a MemoryStore (memory_store.h) holds, written in place by
+// its transactions (through MemoryWork, memory_work.h) and read by tests and
+// `denormd test`. Besides the store's content it counts what the store did,
+// for tests that bound what a change costs. Not thread-safe.
+#ifndef DENORMD_PROJECTIONS_MEMORY_STATE_H_
+#define DENORMD_PROJECTIONS_MEMORY_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "projections/outbox.h"
+#include "projections/store.h"
+
+namespace denormd {
+
+struct MemoryState {
+  struct Document {
+    std::string projection;
+    std::optional<std::string> pk;
+    std::string json;
+    std::optional<BucketMeta> bucket;
+    std::string id;
+  };
+  // The index rows of one entity, as (relation name, target, sort).
+  struct IndexRow {
+    std::string relation;
+    std::string target;
+    std::string sort;
+  };
+  std::map<EntityKey, EntityRecord> entities;
+  std::map<EntityKey, std::vector<IndexRow>> references;
+  // (type, relation name, target) -> keys of its referrers, in order
+  std::map<std::tuple<std::string, std::string, std::string>, std::set<IndexKey>> index;
+  // collection -> key -> document; the key is the id, or "<pk>\x1f<id>" in a
+  // shared collection (keyed on (pk, id) like PostgreSQL's).
+  std::map<std::string, std::map<std::string, Document>> collections;
+  // Documents written or deleted per collection, ever (for tests that bound
+  // what a change costs).
+  std::map<std::string, uint64_t> document_writes;
+  // Index rows that scans returned per relation ("book.authorIds": the
+  // referring type and the relation's name), ever (idem: what a change reads).
+  std::map<std::string, uint64_t> referrers_read;
+  // Entity records loaded, and index rows inserted or deleted, ever (idem).
+  uint64_t entities_loaded = 0;
+  uint64_t index_rows_written = 0;
+  std::map<std::pair<std::string, int32_t>, StoredPosition> positions;
+  std::vector<DeadLetter> dead_letters;
+  std::vector<FanOutStat> fanouts;  // one hour: the store's lifetime
+  // The change outbox: the changes of the `published` collections, in
+  // capture order (seq ascending; a rolled-back change leaves a gap, as a
+  // PostgreSQL sequence does), until pruned.
+  std::set<std::string> published;
+  std::vector<OutboxRow> outbox;
+  int64_t outbox_seq = 0;       // the last seq handed out
+  uint64_t feed_sequence = 0;   // what the last Prune recorded
+};
+
+}  // namespace denormd
+
+#endif  // DENORMD_PROJECTIONS_MEMORY_STATE_H_

@@ -1,0 +1,73 @@
+#include "projections/memory_stream_ledger.h"
+
+#include <algorithm>
+
+#include "projections/memory_work.h"
+
+namespace denormd {
+
+Status MemoryStreamLedger::LoadPositions(const std::string& source,
+                                         std::vector<StoredPosition>* out) {
+  for (const auto& entry : work_.state().positions) {
+    if (entry.first.first == source) out->push_back(entry.second);
+  }
+  return Status::Ok();
+}
+
+Status MemoryStreamLedger::SavePositions(const std::vector<PositionUpdate>& updates) {
+  MemoryState& state = work_.state();
+  for (const PositionUpdate& update : updates) {
+    if (!update.expected_previous) continue;
+    auto it = state.positions.find({update.at.source, update.at.partition});
+    int64_t stored = it == state.positions.end() ? -1 : it->second.at.position;
+    if (stored != *update.expected_previous) {
+      return Status::Conflict(update.at.source + " partition " +
+                              std::to_string(update.at.partition) + " is at " +
+                              std::to_string(stored) + ", expected " +
+                              std::to_string(*update.expected_previous));
+    }
+  }
+  for (const PositionUpdate& update : updates) {
+    work_.Remember(&state.positions, {update.at.source, update.at.partition});
+    StoredPosition& stored = state.positions[{update.at.source, update.at.partition}];
+    stored.at = update.at;
+    stored.applied += update.applied;
+    stored.stale += update.stale;
+    stored.dead += update.dead;
+  }
+  return Status::Ok();
+}
+
+Status MemoryStreamLedger::RecordFanOuts(const std::vector<FanOutStat>& stats) {
+  MemoryState* state = &work_.state();
+  const std::vector<FanOutStat> before = state->fanouts;
+  work_.OnUndo([state, before] { state->fanouts = before; });
+  for (const FanOutStat& stat : stats) {
+    auto it = std::find_if(state->fanouts.begin(), state->fanouts.end(),
+                           [&](const FanOutStat& s) {
+                             return s.type == stat.type && s.field == stat.field;
+                           });
+    if (it == state->fanouts.end()) {
+      state->fanouts.push_back(stat);
+      continue;
+    }
+    it->Add(stat);
+  }
+  return Status::Ok();
+}
+
+Status MemoryStreamLedger::ReadFanOuts(uint64_t /*within_seconds*/,
+                                       std::vector<FanOutStat>* out) {
+  *out = work_.state().fanouts;
+  return Status::Ok();
+}
+
+Status MemoryStreamLedger::AddDeadLetters(const std::vector<DeadLetter>& letters) {
+  MemoryState* state = &work_.state();
+  const size_t size = state->dead_letters.size();
+  work_.OnUndo([state, size] { state->dead_letters.resize(size); });
+  state->dead_letters.insert(state->dead_letters.end(), letters.begin(), letters.end());
+  return Status::Ok();
+}
+
+}  // namespace denormd

@@ -1,0 +1,70 @@
+#include "projections/memory_work.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace denormd {
+
+void MemoryWork::Undo() {
+  for (auto undo = undo_.rbegin(); undo != undo_.rend(); ++undo) (*undo)();
+  undo_.clear();
+}
+
+void MemoryWork::AddIndexRow(const EntityKey& owner, const ReferenceRow& row,
+                             std::vector<MemoryState::IndexRow>* rows) {
+  if (IndexInsert({owner.type, row.relation->name(), row.target}, {row.sort, owner.id})) {
+    rows->push_back({row.relation->name(), row.target, row.sort});
+    state_.index_rows_written++;
+  }
+}
+
+void MemoryWork::RemoveIndexRow(const EntityKey& owner, const std::string& relation,
+                                const std::string& target, const std::string& sort,
+                                std::vector<MemoryState::IndexRow>* rows) {
+  if (IndexErase({owner.type, relation, target}, {sort, owner.id})) state_.index_rows_written++;
+  rows->erase(std::remove_if(rows->begin(), rows->end(),
+                             [&](const MemoryState::IndexRow& stored) {
+                               return stored.relation == relation && stored.target == target &&
+                                      stored.sort == sort;
+                             }),
+              rows->end());
+}
+
+void MemoryWork::Capture(const std::string& collection, const std::string& id,
+                         const std::optional<std::string>& pk,
+                         const std::optional<std::string>& doc) {
+  if (!state_.published.count(collection)) return;
+  const size_t size = state_.outbox.size();
+  undo_.push_back([this, size] { state_.outbox.resize(size); });
+  OutboxRow row;
+  row.seq = ++state_.outbox_seq;
+  row.collection = collection;
+  row.id = id;
+  row.pk = pk;
+  row.doc = doc;
+  row.source = source_;
+  row.captured_at =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  state_.outbox.push_back(std::move(row));
+}
+
+bool MemoryWork::IndexErase(const IndexTarget& target, const IndexKey& key) {
+  auto it = state_.index.find(target);
+  if (it == state_.index.end() || it->second.erase(key) == 0) return false;
+  if (it->second.empty()) state_.index.erase(it);
+  undo_.push_back([this, target, key] { state_.index[target].insert(key); });
+  return true;
+}
+
+bool MemoryWork::IndexInsert(const IndexTarget& target, const IndexKey& key) {
+  if (!state_.index[target].insert(key).second) return false;
+  undo_.push_back([this, target, key] {
+    auto it = state_.index.find(target);
+    it->second.erase(key);
+    if (it->second.empty()) state_.index.erase(it);
+  });
+  return true;
+}
+
+}  // namespace denormd
+
