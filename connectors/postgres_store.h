@@ -219,7 +219,7 @@ class PostgresStore : public Store {
   //
   // Lock rows go in chunks of a million whatever `chunk_rows` says: a batch
   // that finds a lock row it remembered gone retries and forgets every row it
-  // remembered (PostgresTransaction::LockKeys), and each chunk removes rows
+  // remembered (PostgresWriteLocks::LockKeys), and each chunk removes rows
   // across the whole key space a batch's keys spread over. In chunks of
   // 10,000 a batch running beside the prune retried once per chunk it met
   // (the soak: up to four retries in a row, 3 s of backoff, per prune); in one
