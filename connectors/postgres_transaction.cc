@@ -408,7 +408,9 @@ class PostgresTransaction : public StoreTransaction,
     return Status::Ok();
   }
 
-  Status ExecuteSql(const std::string& sql, std::vector<std::string>* rows) override {
+  // Administration's statements in this transaction (apply's switch,
+  // connectors/postgres_admin.cc): ExecuteInPostgresTransaction.
+  Status RunStatement(const std::string& sql, std::vector<std::string>* rows) {
     ForgetScan();
     return Guard("executing SQL", [&] {
       if (!pending_.empty()) Flush(nullptr);
@@ -1369,6 +1371,13 @@ Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionSta
     *out = std::make_unique<PostgresTransaction>(connection, state, schema, capture, epoch,
                                                  std::move(provision));
   });
+}
+
+Status ExecuteInPostgresTransaction(StoreTransaction& txn, const std::string& sql,
+                                    std::vector<std::string>* rows) {
+  auto* postgres = dynamic_cast<PostgresTransaction*>(&txn);
+  if (postgres == nullptr) return Status::Fatal("internal: not a PostgreSQL transaction");
+  return postgres->RunStatement(sql, rows);
 }
 
 }  // namespace denormd

@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "projections/store.h"
 
@@ -67,6 +68,13 @@ Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionSta
                                 const std::string& schema, const ChangeCapture& capture,
                                 uint64_t epoch, LockRowProvisioner provision,
                                 std::unique_ptr<StoreTransaction>* out);
+
+// Runs one SQL statement in `txn`, which BeginPostgresTransaction began
+// (Fatal for any other), after the statements it deferred; returns its rows
+// as text, tab-separated (RowsAsText). For the store's administration
+// (apply's switch), never the engine's roles.
+Status ExecuteInPostgresTransaction(StoreTransaction& txn, const std::string& sql,
+                                    std::vector<std::string>* rows);
 
 }  // namespace denormd
 
