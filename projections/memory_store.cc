@@ -15,10 +15,12 @@ class MemoryTransaction : public StoreTransaction,
  public:
   explicit MemoryTransaction(MemoryStore* store) : store_(store), state_(store->state_) {
     store_->open_ = true;
+    store_->undo_ = &undo_;
   }
   ~MemoryTransaction() override {
     for (auto undo = undo_.rbegin(); undo != undo_.rend(); ++undo) (*undo)();
     store_->open_ = false;
+    store_->undo_ = nullptr;
   }
 
   SourceRows& source() override { return *this; }
@@ -81,7 +83,33 @@ class MemoryTransaction : public StoreTransaction,
         }
       }
       state_.entities[key] = write.record;
+      Remember(&state_.updated_at, key);
+      state_.updated_at[key] = Now();
     }
+    return Status::Ok();
+  }
+
+  // The journal, while an apply is marked (projections/memory_admin.h).
+  Status Journal(const std::vector<EntityChange>& changes) override {
+    if (state_.model.applying.empty() || changes.empty()) return Status::Ok();
+    const size_t size = state_.journal.size();
+    undo_.push_back([this, size] { state_.journal.resize(size); });
+    for (const EntityChange& change : changes) {
+      state_.journal.push_back({change.key, change.before ? *change.before : EntityState(),
+                                change.after ? *change.after : EntityState()});
+    }
+    return Status::Ok();
+  }
+
+  Status TakeJournal(size_t limit, std::vector<JournaledChange>* out) override {
+    out->clear();
+    while (!state_.journal.empty() && (limit == 0 || out->size() < limit)) {
+      out->push_back(state_.journal.front());
+      state_.journal.pop_front();
+    }
+    undo_.push_back([this, taken = *out] {
+      state_.journal.insert(state_.journal.begin(), taken.begin(), taken.end());
+    });
     return Status::Ok();
   }
 
@@ -417,8 +445,12 @@ class MemoryTransaction : public StoreTransaction,
 
   Status AddDeadLetters(const std::vector<DeadLetter>& letters) override {
     const size_t size = state_.dead_letters.size();
-    undo_.push_back([this, size] { state_.dead_letters.resize(size); });
+    undo_.push_back([this, size] {
+      state_.dead_letters.resize(size);
+      state_.dead_letters_received_at.resize(size);
+    });
     state_.dead_letters.insert(state_.dead_letters.end(), letters.begin(), letters.end());
+    state_.dead_letters_received_at.resize(state_.dead_letters.size(), Now());
     return Status::Ok();
   }
 
@@ -437,9 +469,13 @@ class MemoryTransaction : public StoreTransaction,
     row.pk = pk;
     row.doc = doc;
     row.source = source_;
-    row.captured_at =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    row.captured_at = Now();
     state_.outbox.push_back(std::move(row));
+  }
+
+  static double Now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
   }
 
   static std::string DocumentKey(const ProjectionConfig& projection, const std::string& id,
@@ -603,6 +639,12 @@ Status MemoryOutbox::Lag(OutboxLag* out) {
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     out->oldest_seconds = std::max(0.0, now - state.outbox.front().captured_at);
   }
+  return Status::Ok();
+}
+
+Status MemoryStore::UndoOnRollback(std::function<void()> undo) {
+  if (undo_ == nullptr) return Status::Fatal("internal: no MemoryStore transaction is open");
+  undo_->push_back(std::move(undo));
   return Status::Ok();
 }
 

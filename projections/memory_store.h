@@ -5,10 +5,15 @@
 // A transaction writes the state in place and journals how to undo each
 // write; a transaction destroyed without Commit() undoes them in reverse, so
 // a failed batch leaves nothing behind. Only one transaction may be open at a
-// time (Begin fails otherwise); locks are no-ops.
+// time (Begin fails otherwise); locks are no-ops. While an apply is marked
+// (MemoryState::model.applying), batches journal their source changes. The
+// store's administration (model record, status, prune, apply's switch) is
+// projections/memory_admin.h.
 #ifndef DENORMD_PROJECTIONS_MEMORY_STORE_H_
 #define DENORMD_PROJECTIONS_MEMORY_STORE_H_
 
+#include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -17,6 +22,7 @@
 
 #include "projections/outbox.h"
 #include "projections/store.h"
+#include "projections/store_admin.h"
 
 namespace denormd {
 
@@ -60,6 +66,19 @@ struct MemoryState {
   std::vector<OutboxRow> outbox;
   int64_t outbox_seq = 0;       // the last seq handed out
   uint64_t feed_sequence = 0;   // what the last Prune recorded
+  // When each entity record was last written and each dead letter received
+  // (Unix seconds; parallel to dead_letters), for prune's retention (a test
+  // may backdate them).
+  std::map<EntityKey, double> updated_at;
+  std::vector<double> dead_letters_received_at;
+  // What administration keeps (projections/memory_admin.h): the model the
+  // store runs (epoch 0: none), the index fingerprint ("": none), the
+  // changes batches journal while `model.applying` is set, and whether the
+  // administration lock is held.
+  StoredModel model;
+  std::string index_fingerprint;
+  std::deque<SourceRows::JournaledChange> journal;
+  bool administration_locked = false;
 };
 
 class MemoryStore : public Store {
@@ -74,11 +93,15 @@ class MemoryStore : public Store {
     state_.published = std::set<std::string>(collections.begin(), collections.end());
   }
   bool transaction_open() const { return open_; }
+  // Has `undo` run if the open transaction rolls back (administration that
+  // changes the state beside it: apply's switch). Fatal when none is open.
+  Status UndoOnRollback(std::function<void()> undo);
 
  private:
   friend class MemoryTransaction;
   MemoryState state_;
   bool open_ = false;
+  std::vector<std::function<void()>>* undo_ = nullptr;  // the open transaction's
 };
 
 // The ChangeOutbox of a MemoryStore (which must outlive it). A cursor's
