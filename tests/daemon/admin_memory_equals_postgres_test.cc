@@ -147,25 +147,29 @@ class BothStores : public ::testing::Test {
     return report;
   }
 
+  // Runs `use` on the side's store of `config`, opened as `status` and
+  // `prune` open it.
+  static void Inspect(const Side& side, const Config& config,
+                      const std::function<Status(StoreAdministration&)>& use) {
+    Engine engine(config, side.stores);
+    Status status = engine.store.Open(StoreAdministration::OpenMode::kInspect);
+    if (status.ok()) status = use(engine.store);
+    EXPECT_TRUE(status.ok()) << side.name << ": " << status.ToString();
+  }
+
   // The side's summary for `status` with `config`.
   static StoreSummary Summary(const Side& side, const Config& config) {
-    Engine engine(config, side.stores);
     StoreSummary summary;
-    Status status = engine.store.Open(StoreAdministration::OpenMode::kInspect);
-    if (status.ok()) status = engine.store.Summarize(&summary);
-    EXPECT_TRUE(status.ok()) << side.name << ": " << status.ToString();
+    Inspect(side, config, [&](StoreAdministration& store) { return store.Summarize(&summary); });
     return summary;
   }
 
   // What `denormd prune` with `config`'s retention does on the side's store.
   static PruneReport Prune(const Side& side, const Config& config) {
-    Engine engine(config, side.stores);
     PruneReport report;
-    Status status = engine.store.Open(StoreAdministration::OpenMode::kInspect);
-    if (status.ok()) {
-      status = engine.store.Prune(config.retention, 100, &report, nullptr, nullptr);
-    }
-    EXPECT_TRUE(status.ok()) << side.name << ": " << status.ToString();
+    Inspect(side, config, [&](StoreAdministration& store) {
+      return store.Prune(config.retention, 100, &report, nullptr, nullptr);
+    });
     return report;
   }
 
