@@ -10,6 +10,7 @@
 #include <pqxx/pqxx>
 
 #include "common/redact.h"
+#include "connectors/postgres_connection.h"
 #include "connectors/postgres_sql.h"
 #include "connectors/postgres_transaction.h"
 #include "projections/projection_plan.h"
@@ -106,42 +107,6 @@ std::vector<std::string> ForeignRelations(pqxx::transaction_base& work,
 
 }  // namespace
 
-struct PostgresStore::Connection {
-  Connection(const std::string& options, const StoreConfig& store)
-      : pq(WithConnectionDefaults(options, store)), state(pq) {
-    // Every statement of the engine is a keyed lookup or a range of one key,
-    // for which an index nested loop is the right plan at any table size.
-    // Tables that grow fast (a first load) have statistics minutes old, with
-    // which the planner picks scans and hash joins that cost seconds (a
-    // 200,000-event load took 277 s instead of 21 s); forbid those for the
-    // session (which also keeps the prepared statements' plans on indexes).
-    //
-    // Documents and entity data larger than ~2 kB are compressed in TOAST.
-    // lz4 (PostgreSQL 14+, when built with it) compresses about twice as fast
-    // as the default pglz: a bucket rewrite of 237 documents of 100 comments
-    // took 31 ms instead of 70 ms. Values already stored keep their method.
-    //
-    // A hung statement or lock wait is cancelled after the configured
-    // timeouts (the batch rolls back and is retried).
-    //
-    // libpqxx 6 would reopen a broken connection by itself on the next
-    // statement: without these settings, and, in the middle of a
-    // transaction (PostgresTransaction sends BEGIN itself), outside it.
-    // A broken connection fails instead; the store opens a new one.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    pq.inhibit_reactivation(true);
-#pragma GCC diagnostic pop
-    pqxx::nontransaction session(pq);
-    session.exec(SessionSettingsSql(store) + "; set enable_seqscan = off;"
-                 " set enable_hashjoin = off; set enable_mergejoin = off;"
-                 " select set_config('default_toast_compression', 'lz4', false) from pg_settings"
-                 " where name = 'default_toast_compression' and 'lz4' = any(enumvals)");
-  }
-  pqxx::connection pq;
-  ConnectionState state;
-};
-
 namespace {
 
 ChangeCapture CaptureOf(const Config& config) {
@@ -225,7 +190,7 @@ Status PostgresStore::Open(OpenMode mode) {
   const bool other_model = model_.epoch != 0 && model_.fingerprint != model_fingerprint;
   if (other_model && mode == OpenMode::kRunsThisModel) {
     epoch_ = model_.epoch;
-    return StaleModelError();
+    return StaleModelError(config_, model_);
   }
   DENORMD_RETURN_IF_ERROR(CreateTables(/*with_collections=*/!other_model || mode == OpenMode::kBuild));
   const std::string fingerprint = ProjectionPlan(config_).IndexFingerprint();
@@ -254,23 +219,10 @@ Status PostgresStore::Open(OpenMode mode) {
   epoch_ = model_.epoch;
   // Recorded between the two reads by another process's first start.
   if (model_.fingerprint != model_fingerprint && mode == OpenMode::kRunsThisModel) {
-    return StaleModelError();
+    return StaleModelError(config_, model_);
   }
   if (stored == fingerprint || allow_stale_index) return Status::Ok();
-  return Status::InvalidInput(
-      "the reference index of schema " + config_.store.schema +
-      " was built for other projections (their relations changed in the config); "
-      "run `" + CommandName() + " rebuild -c " + config_.path + "` once to rebuild it");
-}
-
-Status PostgresStore::StaleModelError() const {
-  const std::string file_fingerprint = ModelFingerprint(config_);
-  return Status::StaleConfig(
-      "schema " + config_.store.schema + " runs other projections (epoch " +
-      std::to_string(model_.epoch) + ", fingerprint " + model_.fingerprint + ") than " +
-      config_.path + " (fingerprint " + file_fingerprint + "); `" + CommandName() + " plan -c " +
-      config_.path + "` shows the difference and `" + CommandName() + " apply -c " + config_.path +
-      "` makes the file's projections current");
+  return StaleIndexError(config_);
 }
 
 Status PostgresStore::ReadModel(StoredModel* out) {
@@ -329,12 +281,7 @@ Status PostgresStore::RecordModel() {
                      " set value = excluded.value", config_.model_yaml, fingerprint);
     work.commit();
   }));
-  if (moved) {
-    return Status::StaleConfig("schema " + config_.store.schema + "'s epoch is no longer " +
-                               std::to_string(epoch_) +
-                               " (another command changed its model meanwhile): the model of " +
-                               config_.path + " was not recorded");
-  }
+  if (moved) return ModelMovedError(config_, epoch_);
   DENORMD_RETURN_IF_ERROR(ReadModel(&model_));
   epoch_ = model_.epoch;
   return Status::Ok();
@@ -646,194 +593,6 @@ Status PostgresStore::ProvisionLockRows(const std::string& key_array) {
   });
 }
 
-Status PostgresStore::Summarize(StoreSummary* out) {
-  DENORMD_RETURN_IF_ERROR(Connect());
-  const std::vector<std::string> collections = config_.CollectionNames();
-  return Guard("reading the status", [&] {
-    pqxx::read_transaction work(connection_->pq);
-    const std::string s = work.quote_name(config_.store.schema);
-    for (const auto& row : work.exec_params(
-             "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
-             " where n.nspname = $1 and c.relkind = 'r' and (right(c.relname, 6) = '__next' or"
-             " right(c.relname, 6) = '__plan') and obj_description(c.oid, 'pg_class') = $2"
-             " order by 1",
-             config_.store.schema, std::string(kOwnershipMark))) {
-      out->leftover_tables.push_back(row[0].c_str());
-    }
-    for (const auto& row : work.exec("select source, partition, position, applied, stale, dead"
-                                     " from " + s + ".positions order by source, partition")) {
-      StoredPosition position;
-      position.at = {row[0].c_str(), row[1].as<int32_t>(), row[2].as<int64_t>()};
-      position.applied = row[3].as<uint64_t>();
-      position.stale = row[4].as<uint64_t>();
-      position.dead = row[5].as<uint64_t>();
-      out->positions.push_back(position);
-    }
-    for (const std::string& collection : collections) {
-      // The file's collections: the store may run another model (`status`
-      // with an old or a new file) that lacks some.
-      const std::string table = s + "." + work.quote_name(collection);
-      if (work.exec_params1("select to_regclass($1) is null", table)[0].as<bool>()) continue;
-      auto row = work.exec1("select count(*) from " + table);
-      out->documents.emplace_back(collection, row[0].as<uint64_t>());
-    }
-    for (const auto& row : work.exec("select type, count(*) filter (where not deleted),"
-                                     " count(*) filter (where deleted) from " + s +
-                                     ".entities group by type order by type")) {
-      out->entities.emplace_back(row[0].c_str(), row[1].as<uint64_t>());
-      out->tombstones += row[2].as<uint64_t>();
-    }
-    out->dead_letters = work.exec1("select count(*) from " + s + ".dead_letters")[0].as<uint64_t>();
-    if (!config_.feed) return;
-    out->feed = true;
-    auto lag = work.exec1("select count(*), coalesce(extract(epoch from clock_timestamp() -"
-                          " (select created_at from " + s + ".outbox order by seq limit 1)), 0)"
-                          " from " + s + ".outbox");
-    out->outbox.rows = lag[0].as<uint64_t>();
-    out->outbox.oldest_seconds = lag[1].as<double>();
-    pqxx::result state = work.exec_params(
-        "select relay, sequence, extract(epoch from clock_timestamp() - published_at) from " + s +
-            ".feed_state where relay = $1",
-        config_.feed->transactional_id);
-    if (!state.empty()) {
-      out->feed_relay = state[0][0].c_str();
-      out->feed_sequence = state[0][1].as<uint64_t>();
-      out->feed_published_seconds_ago = state[0][2].as<double>();
-    }
-  });
-}
-
-Status PostgresStore::Prune(const RetentionConfig& retention, size_t chunk_rows,
-                            PruneReport* report,
-                            const std::function<void(const PruneReport&)>& progress,
-                            const std::function<bool()>& stop) {
-  DENORMD_RETURN_IF_ERROR(Connect());
-  const std::string s = connection_->pq.quote_name(config_.store.schema);
-  const std::string limit = std::to_string(std::max<size_t>(chunk_rows, 1));
-  const auto stopped = [&] { return stop && stop(); };
-  const auto told = [&] {
-    if (progress) progress(*report);
-  };
-  // Runs `sql` (one chunk: returns the chunk's last key columns, then the
-  // number of rows removed) from the start of the key space until a chunk
-  // comes back empty. `key_columns` is how many key columns the statement
-  // takes as $1.. and returns first.
-  const auto sweep = [&](const std::string& what, const std::string& sql, size_t key_columns,
-                         uint64_t* removed) -> Status {
-    std::vector<std::optional<std::string>> after(key_columns);  // null: from the start
-    while (!stopped()) {
-      bool done = false;
-      DENORMD_RETURN_IF_ERROR(Guard(what, [&] {
-        pqxx::nontransaction work(connection_->pq);
-        pqxx::row row = key_columns == 1   ? work.exec_params1(sql, after[0])
-                        : key_columns == 2 ? work.exec_params1(sql, after[0], after[1])
-                                           : work.exec_params1(sql, after[0], after[1], after[2]);
-        if (row[0].is_null()) {
-          done = true;  // nothing left to look at
-          return;
-        }
-        for (size_t i = 0; i < key_columns; ++i) after[i] = row[static_cast<int>(i)].c_str();
-        *removed += row[static_cast<int>(key_columns)].as<uint64_t>();
-      }));
-      told();
-      if (done) break;
-    }
-    return Status::Ok();
-  };
-
-  if (retention.tombstone_hours > 0) {
-    // In key order, a chunk of entities at a time (no index on age: one
-    // would make every update of an entity a non-HOT update).
-    DENORMD_RETURN_IF_ERROR(sweep(
-        "pruning tombstones",
-        "with c as (select type, id from " + s + ".entities where $1::text is null or (type, id)"
-        " > ($1, $2) order by type, id limit " + limit + "),"
-        " doomed as (select e.type, e.id from " + s + ".entities e join c using (type, id)"
-        " where e.deleted and e.updated_at < now() - make_interval(hours => " +
-            std::to_string(retention.tombstone_hours) + ") for update of e skip locked),"
-        " gone as (delete from " + s + ".entities e using doomed d"
-        " where e.type = d.type and e.id = d.id returning 1)"
-        " select l.type, l.id, (select count(*) from gone) from (select 1) one left join"
-        " (select type, id from c order by type desc, id desc limit 1) l on true",
-        2, &report->tombstones));
-  }
-  if (retention.dead_letter_days > 0 || retention.max_dead_letters > 0) {
-    std::vector<std::string> rules;
-    if (retention.dead_letter_days > 0) {
-      rules.push_back("d.received_at < now() - make_interval(days => " +
-                      std::to_string(retention.dead_letter_days) + ")");
-    }
-    if (retention.max_dead_letters > 0) {
-      rules.push_back("d.seq <= (select seq from " + s + ".dead_letters order by seq desc offset " +
-                      std::to_string(retention.max_dead_letters) + " limit 1)");
-    }
-    std::string rule = rules[0];
-    if (rules.size() > 1) rule = "(" + rules[0] + " or " + rules[1] + ")";
-    DENORMD_RETURN_IF_ERROR(sweep(
-        "pruning dead letters",
-        "with c as (select seq from " + s + ".dead_letters where ($1::bigint is null or seq > $1)"
-        " order by seq limit " + limit + "),"
-        " gone as (delete from " + s + ".dead_letters d using c where d.seq = c.seq and " +
-            rule + " returning 1)"
-        " select (select max(seq) from c), (select count(*) from gone)",
-        1, &report->dead_letters));
-  }
-  DENORMD_RETURN_IF_ERROR(sweep(
-      "pruning lock rows",
-      "with c as (select key from " + s + ".locks where ($1::bigint is null or key > $1)"
-      " order by key limit " + std::to_string(kLockRowsPerChunk) + "),"
-      " doomed as (select l.key from " + s + ".locks l join c using (key)"
-      " for update of l skip locked),"
-      " gone as (delete from " + s + ".locks l using doomed d where l.key = d.key returning 1)"
-      " select (select max(key) from c), (select count(*) from gone)",
-      1, &report->lock_rows));
-  DENORMD_RETURN_IF_ERROR(sweep(
-      "pruning zero counts",
-      "with c as (select type, field, target from " + s + ".ref_counts where $1::text is null or"
-      " (type, field, target) > ($1, $2, $3) order by type, field, target limit " + limit + "),"
-      " doomed as (select r.type, r.field, r.target from " + s + ".ref_counts r"
-      " join c using (type, field, target) where r.count = 0 for update of r skip locked),"
-      " gone as (delete from " + s + ".ref_counts r using doomed d where r.type = d.type"
-      " and r.field = d.field and r.target = d.target returning 1)"
-      " select l.type, l.field, l.target, (select count(*) from gone) from (select 1) one"
-      " left join (select * from c order by type desc, field desc, target desc limit 1) l on true",
-      3, &report->zero_counts));
-  if (stopped()) return Status::Ok();
-  return ClearStaleApply(&report->stale_apply_cleared, &report->stale_journal_rows);
-}
-
-Status PostgresStore::ClearStaleApply(bool* cleared, uint64_t* journal_rows) {
-  if (cleared != nullptr) *cleared = false;
-  StoredModel model;
-  DENORMD_RETURN_IF_ERROR(ReadModel(&model));
-  if (model.applying.empty()) return Status::Ok();
-  std::unique_ptr<AdministrationLock> lock;
-  Status locked = AdministrationLock::Acquire(config_, connection_string_, "prune", &lock);
-  if (locked.IsBusy()) return Status::Ok();  // the apply is running
-  DENORMD_RETURN_IF_ERROR(locked);
-  uint64_t removed = 0;
-  DENORMD_RETURN_IF_ERROR(Guard("clearing an interrupted apply's mark", [&] {
-    pqxx::work work(connection_->pq);
-    const std::string s = work.quote_name(config_.store.schema);
-    work.exec("lock table " + s + ".writers in exclusive mode");
-    // Read again under the lock: an apply that finished meanwhile removed it.
-    if (work.exec("select 1 from " + s + ".meta where key = 'applying'").empty()) return;
-    for (const auto& row : work.exec_params(
-             "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
-             " where n.nspname = $1 and c.relkind = 'r' and right(c.relname, 6) = '__next'"
-             " and obj_description(c.oid, 'pg_class') = $2",
-             config_.store.schema, std::string(kOwnershipMark))) {
-      work.exec("drop table " + s + "." + work.quote_name(row[0].c_str()));
-    }
-    removed = work.exec("delete from " + s + ".apply_journal").affected_rows();
-    work.exec("delete from " + s + ".meta where key = 'applying'");
-    work.commit();
-    if (cleared != nullptr) *cleared = true;
-  }));
-  if (journal_rows != nullptr) *journal_rows = removed;
-  return lock->Check();
-}
-
 Status PostgresStore::CancelRunningStatement() {
   const int pid = backend_pid_.load();
   if (pid == 0) return Status::Ok();
@@ -853,76 +612,6 @@ Status PostgresStore::Execute(const std::string& sql, std::vector<std::string>* 
     work.commit();
     RowsAsText(result, rows);
   });
-}
-
-struct AdministrationLock::Connection {
-  Connection(const std::string& options, const StoreConfig& store)
-      : pq(WithConnectionDefaults(options, store)) {
-    pqxx::nontransaction session(pq);
-    session.exec(SessionSettingsSql(store));
-  }
-  pqxx::connection pq;
-};
-
-int64_t AdministrationLock::Key(const std::string& schema) {
-  return LockRowId("denormd apply " + schema);
-}
-
-Status AdministrationLock::Acquire(const Config& config, const std::string& conninfo,
-                                   const std::string& command,
-                                   std::unique_ptr<AdministrationLock>* out) {
-  DENORMD_RETURN_IF_ERROR(CheckConnectionString(conninfo));
-  std::unique_ptr<AdministrationLock> lock(new AdministrationLock());
-  lock->schema_ = config.store.schema;
-  bool taken = false;
-  DENORMD_RETURN_IF_ERROR(Guard("taking the administration lock", [&] {
-    lock->connection_ = std::make_unique<Connection>(conninfo, config.store);
-    pqxx::nontransaction work(lock->connection_->pq);
-    taken = work.exec_params1("select pg_try_advisory_lock($1)", Key(config.store.schema))[0]
-                .as<bool>();
-  }));
-  if (!taken) {
-    return Status::Busy("another `denormd apply`, `rebuild` or `plan` is running on schema " +
-                        config.store.schema + "; `denormd " + command +
-                        "` waits for nothing: run it again when that one has finished");
-  }
-  *out = std::move(lock);
-  return Status::Ok();
-}
-
-AdministrationLock::~AdministrationLock() = default;
-
-Status AdministrationLock::IsHeld(const Config& config, const std::string& conninfo, bool* held) {
-  std::unique_ptr<AdministrationLock> lock;
-  Status status = Acquire(config, conninfo, "status", &lock);
-  *held = status.IsBusy();
-  return status.IsBusy() ? Status::Ok() : status;
-}
-
-Status AdministrationLock::Check() {
-  const Status lost = Status::Fatal(
-      "lost the administration lock of schema " + schema_ +
-      " (its connection to PostgreSQL ended; another command may hold it now): stopped "
-      "without switching anything");
-  if (!connection_ || !connection_->pq.is_open()) return lost;
-  bool held = false;
-  Status status = Guard("checking the administration lock", [&] {
-    pqxx::nontransaction work(connection_->pq);
-    held = work.exec_params1("select exists (select 1 from pg_locks where locktype = 'advisory'"
-                             " and pid = pg_backend_pid() and granted and classid = $1::oid"
-                             " and objid = $2::oid)",
-                             static_cast<int64_t>((static_cast<uint64_t>(Key(schema_)) >> 32) &
-                                                  0xffffffffu),
-                             static_cast<int64_t>(static_cast<uint64_t>(Key(schema_)) &
-                                                  0xffffffffu))[0]
-               .as<bool>();
-  });
-  // The connection is not reopened: a new session would not hold the lock.
-  if (!status.ok() || !held) {
-    connection_.reset();
-    return lost;
-  }
-  return Status::Ok();
 }
 
 }  // namespace denormd

@@ -1,4 +1,7 @@
-// PostgresStore: the Store on PostgreSQL, through libpqxx.
+// PostgresStore: the Store on PostgreSQL, through libpqxx, and its
+// administration (projections/store_admin.h): the connection, the schema and
+// the model here (postgres_store.cc), status, prune, the administration lock
+// and apply's tables in postgres_admin.h/.cc.
 //
 // Tables, all in the configured schema (docs/architecture.md, "Tables"):
 //   entities     (type, id, version, deleted, data jsonb)   the normalized source
@@ -40,6 +43,7 @@
 #include "connectors/postgres_transaction.h"
 #include "projections/outbox.h"
 #include "projections/store.h"
+#include "projections/store_admin.h"
 
 namespace denormd {
 
@@ -69,153 +73,45 @@ std::string WithConnectionDefaults(const std::string& conninfo, const StoreConfi
 // backend whose client vanished ends, and its locks with it).
 std::string SessionSettingsSql(const StoreConfig& store);
 
-// The one lock of everything that changes a schema's model or its index:
-// `apply`, `rebuild` and `plan`'s scratch tables. A session advisory lock,
-// held on a connection of its own that is never reopened: when that
-// connection ends, the lock is gone and Check() says so (the command must
-// then abort: another may hold the lock by now). Released on destruction.
-// Not thread-safe.
-class AdministrationLock {
- public:
-  // Takes the lock of `config`'s schema without waiting: Busy, naming
-  // `command` and the schema, when another process holds it.
-  static Status Acquire(const Config& config, const std::string& conninfo,
-                        const std::string& command, std::unique_ptr<AdministrationLock>* out);
-  ~AdministrationLock();
-
-  // Ok while the lock is held; Fatal ("lost the lock ...") once its
-  // connection ended.
-  Status Check();
-
-  // Whether some process holds `config`'s lock now (taken and released at
-  // once when free).
-  static Status IsHeld(const Config& config, const std::string& conninfo, bool* held);
-
-  // The advisory lock's key (pg_locks: classid the high 32 bits, objid the
-  // low 32) for `schema`.
-  static int64_t Key(const std::string& schema);
-
- private:
-  AdministrationLock() = default;
-  struct Connection;
-  std::unique_ptr<Connection> connection_;
-  std::string schema_;
-};
-
-// What `denormd status` shows.
-struct StoreSummary {
-  std::vector<StoredPosition> positions;
-  // Tables a killed `denormd plan` or `apply` left ("<collection>__next",
-  // "__plan"); the next plan or apply removes them.
-  std::vector<std::string> leftover_tables;
-  std::vector<std::pair<std::string, uint64_t>> documents;  // collection -> count
-  std::vector<std::pair<std::string, uint64_t>> entities;   // type -> live count
-  uint64_t dead_letters = 0;
-  uint64_t tombstones = 0;
-  // The change feed (when the config has one).
-  bool feed = false;
-  OutboxLag outbox;                 // changes waiting to be published
-  std::string feed_relay;           // the relay's transactional id, "" before it published
-  uint64_t feed_sequence = 0;       // the last sequence number it published
-  double feed_published_seconds_ago = 0;
-};
-
-// What one prune removed.
-struct PruneReport {
-  uint64_t tombstones = 0;    // entities rows of deletes older than the horizon
-  uint64_t dead_letters = 0;  // by age and beyond the count cap
-  uint64_t lock_rows = 0;     // locks rows no batch held
-  uint64_t zero_counts = 0;   // ref_counts rows at 0
-  // An `applying` mark no apply holds the lock for (a killed apply's) was
-  // removed, with its journal and its __next tables.
-  bool stale_apply_cleared = false;
-  uint64_t stale_journal_rows = 0;  // the journal rows removed with it
-  uint64_t total() const { return tombstones + dead_letters + lock_rows + zero_counts; }
-};
-
-// The configuration model a store runs (meta rows): what `denormd apply`
-// (or the first start) recorded.
-struct StoredModel {
-  uint64_t epoch = 0;       // 1 at the first start, +1 per change of the model
-  std::string fingerprint;  // ModelFingerprint of the model
-  std::string yaml;         // Config::model_yaml
-  std::string applying;     // "" or what an unfinished apply recorded (JSON)
-};
-
 // The comment denormd puts on every table and index it creates: its mark of
 // ownership. denormd uses and drops only relations that carry it; a schema
 // holding relations of its names without it is refused (Open), except
 // through Adopt.
 inline constexpr const char* kOwnershipMark = "denormd";
 
-class PostgresStore : public Store {
+class PostgresStore : public StoreAdministration {
  public:
   // Does not connect; Open() does.
   PostgresStore(const Config& config, std::string connection_string);
   ~PostgresStore() override;
 
-  // What Open requires of the store, and what it may create.
-  enum class OpenMode {
-    // The store runs this config's model (else StaleConfig, naming plan and
-    // apply; nothing is created) and its index was built for these
-    // relations (else InvalidInput naming `denormd rebuild`): replay, run,
-    // verify.
-    kRunsThisModel,
-    // Any model, any index; the config's collections are created only when
-    // the store runs its model (a collection `apply` removed must not come
-    // back): status, prune, relay.
-    kInspect,
-    // Any model, any index; the config's collections are created: rebuild
-    // (which then records the model), and the tables `apply` builds.
-    kBuild,
-  };
-  // Connects and creates the schema and tables that do not exist yet
-  // (idempotent; safe with several instances starting at once) as `mode`
-  // says, and records the config's model when the store has none. The
-  // stored model is then in stored_model(). Every transaction begun
-  // afterwards is fenced on the stored epoch (StaleConfig once it moves).
-  Status Open(OpenMode mode = OpenMode::kRunsThisModel);
+  Status Begin(std::unique_ptr<StoreTransaction>* out) override;
 
+  // Opening and the model (postgres_store.cc).
+  using StoreAdministration::Open;
+  Status Open(OpenMode mode) override;
   // Marks as denormd's the tables and indexes of denormd's names (its own,
   // and the config's collections) that exist in the schema without any
   // comment: a store created by a release before the mark of ownership.
   // Refuses (InvalidInput, naming it) unless `meta` has denormd's layout and
   // records an index fingerprint or epoch, or when a collection table lacks
   // the columns denormd gives it, or a relation carries another comment.
-  // Creates nothing; `adopted` (may be null) gets the names marked.
-  Status Adopt(std::vector<std::string>* adopted);
-
-  // Reads the stored model afresh (not the one Open saw).
-  Status ReadModel(StoredModel* out);
-  // The model Open (or RecordModel) read.
-  const StoredModel& stored_model() const { return model_; }
-  // Records the config's model as the one the store runs (after rebuild);
-  // the epoch moves when the model changed, so running instances reload.
-  Status RecordModel();
-
-  // Records that the reference index now matches the config (after rebuild).
-  Status MarkIndexCurrent();
-
-  Status Begin(std::unique_ptr<StoreTransaction>* out) override;
-
-  Status Summarize(StoreSummary* out);
-
-  // Cancels the statement the store's connection is running, if any (a batch
-  // stuck behind a lock or a hung server): the batch then fails and rolls
-  // back. Thread-safe: meant for another thread (a stop request); it opens a
+  // Creates nothing.
+  Status Adopt(std::vector<std::string>* adopted) override;
+  Status ReadModel(StoredModel* out) override;
+  const StoredModel& stored_model() const override { return model_; }
+  Status RecordModel() override;
+  Status MarkIndexCurrent() override;
+  // Cancels the statement the store's connection is running: it opens a
   // short connection of its own and asks the server to cancel.
-  Status CancelRunningStatement();
+  Status CancelRunningStatement() override;
 
-  // Removes the state `retention` says is no longer needed (see
-  // RetentionConfig): tombstones past the horizon, old dead letters and those
-  // beyond the cap, lock rows no transaction holds, counters at zero. Works in
-  // chunks of `chunk_rows` (lock rows: of kLockRowsPerChunk), each its own
-  // short transaction that skips rows a batch has locked, so it is safe beside
-  // running instances (a lock row or counter removed is recreated by the next
-  // batch that needs it; a tombstone updated meanwhile is not removed).
-  // `progress` (may be empty) is told the
-  // totals after every chunk; `stop` (may be empty) is asked before every
-  // chunk and ends the prune early, with what was removed so far kept.
+  // Administration (postgres_admin.cc).
+  Status Summarize(StoreSummary* out) override;
+  // Prune's chunks skip the rows a batch has locked (FOR UPDATE SKIP
+  // LOCKED): a lock row or counter removed is recreated by the next batch
+  // that needs it; a tombstone updated meanwhile is not removed. Unlocked
+  // lock rows and counters at zero go too.
   //
   // Lock rows go in chunks of a million whatever `chunk_rows` says: a batch
   // that finds a lock row it remembered gone retries and forgets every row it
@@ -227,14 +123,23 @@ class PostgresStore : public Store {
   static constexpr size_t kLockRowsPerChunk = 1000000;
   Status Prune(const RetentionConfig& retention, size_t chunk_rows, PruneReport* report,
                const std::function<void(const PruneReport&)>& progress,
-               const std::function<bool()>& stop);
-
-  // When the store records `applying` and no apply holds the
-  // administration lock (the apply was killed), removes the mark, the journal
-  // batches kept writing for it and its own __next tables, under the lock;
-  // Prune does this too. *cleared (may be null) says whether it did,
-  // *journal_rows how many journal rows went.
-  Status ClearStaleApply(bool* cleared, uint64_t* journal_rows);
+               const std::function<bool()>& stop) override;
+  // A session advisory lock on a connection of its own
+  // (PostgresAdministrationLock, postgres_admin.h).
+  Status LockAdministration(const std::string& command,
+                            std::unique_ptr<AdministrationLock>* out) override;
+  Status AdministrationLocked(bool* held) override;
+  Status MarkApplying(const std::string& applying) override;
+  Status AbandonApply(uint64_t* journal_rows) override;
+  Status DropBuiltCollections(const std::string& suffix) override;
+  Status RemoveRelationsExcept(const std::vector<RelationName>& kept) override;
+  Status RemoveRelations(const std::vector<RelationName>& dropped) override;
+  Status CompareBuilt(const std::string& collection, const std::string& suffix,
+                      BuiltComparison* out) override;
+  Status CountDocuments(const std::string& collection, uint64_t* out) override;
+  // The tables swapped (old dropped, new renamed with their indexes) in
+  // `txn`, a transaction of a PostgresStore.
+  Status SwitchModel(StoreTransaction& txn, const ModelSwitch& change, bool* switched) override;
 
   // Runs one SQL statement outside the engine (tests, tools). Returns rows as
   // text, tab-separated.
@@ -249,13 +154,14 @@ class PostgresStore : public Store {
   std::vector<std::pair<std::string, bool>> OwnedRelations(
       const std::vector<std::string>& collections) const;
   Status ForeignTablesError(const std::vector<std::string>& foreign, bool older_denormd) const;
-  Status StaleModelError() const;
   Status ProvisionLockRows(const std::string& key_array);
+  // A collection's table, schema-qualified and quoted.
+  std::string Table(const std::string& collection) const;
 
   const Config& config_;
   const ChangeCapture capture_;
   std::string connection_string_;
-  struct Connection;  // wraps pqxx::connection, kept out of this header
+  struct Connection;  // wraps pqxx::connection: postgres_connection.h
   std::unique_ptr<Connection> connection_;
   std::unique_ptr<Connection> provisioner_;  // autocommit, for lock rows
   std::atomic<int> backend_pid_{0};           // of connection_, for cancelling

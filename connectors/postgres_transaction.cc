@@ -46,7 +46,9 @@ class PostgresTransaction : public StoreTransaction {
   uint64_t round_trips() const override { return work_.round_trips(); }
   uint64_t statements() const override { return work_.statements(); }
 
-  Status ExecuteSql(const std::string& sql, std::vector<std::string>* rows) override {
+  // Administration's statements in this transaction (apply's switch,
+  // connectors/postgres_admin.cc): ExecuteInPostgresTransaction.
+  Status RunStatement(const std::string& sql, std::vector<std::string>* rows) {
     return work_.Execute(sql, rows);
   }
 
@@ -72,6 +74,13 @@ Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionSta
     *out = std::make_unique<PostgresTransaction>(connection, state, schema, capture, epoch,
                                                  std::move(provision));
   });
+}
+
+Status ExecuteInPostgresTransaction(StoreTransaction& txn, const std::string& sql,
+                                    std::vector<std::string>* rows) {
+  auto* postgres = dynamic_cast<PostgresTransaction*>(&txn);
+  if (postgres == nullptr) return Status::Fatal("internal: not a PostgreSQL transaction");
+  return postgres->RunStatement(sql, rows);
 }
 
 }  // namespace denormd

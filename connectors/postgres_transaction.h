@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "connectors/postgres_transaction_context.h"
 #include "projections/store.h"
@@ -36,6 +37,13 @@ Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionSta
                                 const std::string& schema, const ChangeCapture& capture,
                                 uint64_t epoch, LockRowProvisioner provision,
                                 std::unique_ptr<StoreTransaction>* out);
+
+// Runs one SQL statement in `txn`, which BeginPostgresTransaction began
+// (Fatal for any other), after the statements it deferred; returns its rows
+// as text, tab-separated (RowsAsText). For the store's administration
+// (apply's switch), never the engine's roles.
+Status ExecuteInPostgresTransaction(StoreTransaction& txn, const std::string& sql,
+                                    std::vector<std::string>* rows);
 
 }  // namespace denormd
 

@@ -13,10 +13,10 @@
 
 #include "common/crash_point.h"
 #include "common/text.h"
-#include "connectors/postgres_sql.h"
-#include "connectors/postgres_store.h"
+#include "connectors/postgres_admin.h"
 #include "formats/format_registry.h"
 #include "projections/batch_applier.h"
+#include "projections/json.h"
 #include "projections/json_writer.h"
 #include "projections/maintenance.h"
 #include "projections/projection_plan.h"
@@ -31,23 +31,6 @@ constexpr size_t kSwitchBelowChanges = 2000;
 constexpr int kMaxCatchUpRounds = 1000;
 constexpr size_t kPageSize = 1000;
 
-// A live row `l` and a built row `s` are the same document (a pk that
-// changed makes another document).
-constexpr const char* kSameDocument =
-    " l.projection = s.projection and l.id = s.id and coalesce(l.pk, '') = coalesce(s.pk, '')";
-
-std::string Ident(const std::string& name) {
-  std::string out = "\"";
-  for (char c : name) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-std::string Literal(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
-
 double Since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -57,14 +40,9 @@ bool InSample(const std::string& unit, double fraction) {
   return static_cast<double>(Fnv1a64(unit) % 1000000) < fraction * 1000000;
 }
 
-// The indexes CreateTables makes for a collection, by name suffix.
-const char* const kCollectionIndexSuffixes[] = {"_by_pk", "_by_lo", "_by_seq", "_by_number",
-                                                "_key"};
-
-// ("type", "relation") pairs of "<type> <relation>" strings.
-std::vector<std::pair<std::string, std::string>> SplitRelations(
-    const std::vector<std::string>& relations) {
-  std::vector<std::pair<std::string, std::string>> out;
+// (type, relation name) pairs of "<type> <relation>" strings.
+std::vector<RelationName> SplitRelations(const std::vector<std::string>& relations) {
+  std::vector<RelationName> out;
   for (const std::string& relation : relations) {
     const size_t space = relation.find(' ');
     out.push_back({relation.substr(0, space), relation.substr(space + 1)});
@@ -72,15 +50,14 @@ std::vector<std::pair<std::string, std::string>> SplitRelations(
   return out;
 }
 
-// "(type, field) in (...)" over index rows, false for an empty list.
-std::string RelationCondition(const std::vector<std::pair<std::string, std::string>>& relations) {
-  if (relations.empty()) return "false";
-  std::string list;
-  for (const auto& relation : relations) {
-    list += (list.empty() ? "" : ", ") + std::string("(") + Literal(relation.first) + ", " +
-            Literal(relation.second) + ")";
+// How many collections an `applying` mark names (its "collections" array).
+size_t RecordedCollections(const std::string& applying) {
+  JsonDocument doc;
+  if (!ParseJson(applying, &doc).ok() || !doc.IsObject() || !doc.HasMember("collections") ||
+      !doc["collections"].IsArray()) {
+    return 0;
   }
-  return "(type, field) in (" + list + ")";
+  return doc["collections"].Size();
 }
 
 class Reconfiguration {
@@ -91,7 +68,7 @@ class Reconfiguration {
         options_(options),
         report_(report),
         suffix_(options.plan_only ? "__plan" : "__next"),
-        schema_(Ident(target.store.schema)) {}
+        stores_(options.stores ? options.stores : PostgresStores(options.postgres)) {}
 
   Status Run() {
     report_->schema = target_.store.schema;
@@ -142,9 +119,9 @@ class Reconfiguration {
   Status Prepare() {
     // The lock first: the model read below is the one this command
     // changes, and no apply, rebuild or plan changes it meanwhile.
-    DENORMD_RETURN_IF_ERROR(AdministrationLock::Acquire(
-        target_, options_.postgres, options_.plan_only ? "plan" : "apply", &lock_));
-    control_ = std::make_unique<PostgresStore>(target_, options_.postgres);
+    control_ = stores_(target_);
+    DENORMD_RETURN_IF_ERROR(
+        control_->LockAdministration(options_.plan_only ? "plan" : "apply", &lock_));
     StoredModel stored;
     DENORMD_RETURN_IF_ERROR(control_->ReadModel(&stored));
     if (stored.epoch == 0) {
@@ -173,8 +150,8 @@ class Reconfiguration {
           text);
     }
     running_ = std::make_unique<Config>(std::move(*running));
-    live_ = std::make_unique<PostgresStore>(*running_, options_.postgres);
-    DENORMD_RETURN_IF_ERROR(live_->Open(PostgresStore::OpenMode::kInspect));
+    live_ = stores_(*running_);
+    DENORMD_RETURN_IF_ERROR(live_->Open(StoreAdministration::OpenMode::kInspect));
     if (!stored.applying.empty() && !options_.plan_only) {
       DENORMD_RETURN_IF_ERROR(RemoveLeftovers(stored.applying));
       report_->cleaned_leftovers = true;
@@ -204,10 +181,6 @@ class Reconfiguration {
       }
     }
     return Status::Ok();
-  }
-
-  std::string Table(const std::string& collection) const {
-    return schema_ + "." + Ident(collection);
   }
 
   // The target's projections of the collections to rebuild, each writing
@@ -243,56 +216,15 @@ class Reconfiguration {
     w.Key("started_at");
     w.Int64(static_cast<int64_t>(std::time(nullptr)));
     w.EndObject();
-    const std::string s = schema_;
-    return live_->Execute("lock table " + s + ".writers in exclusive mode;"
-                          " delete from " + s + ".apply_journal;"
-                          " insert into " + s + ".meta (key, value) values ('applying', " +
-                          Literal(buffer.GetString()) + ") on conflict (key) do update"
-                          " set value = excluded.value");
+    return live_->MarkApplying(buffer.GetString());
   }
 
   // What an unfinished apply (killed) left: its tables, its journal, its
   // mark. The index rows it built are removed by Build's first step.
   Status RemoveLeftovers(const std::string& applying) {
-    // The recorded collections (a JSON array of strings).
-    std::vector<std::string> rows;
-    DENORMD_RETURN_IF_ERROR(live_->Execute(
-        "select x from jsonb_array_elements_text(" + Literal(applying) +
-            "::jsonb->'collections') x",
-        &rows));
-    Progress("removing what an unfinished apply left (" + std::to_string(rows.size()) +
-             " tables, its journal)");
-    DENORMD_RETURN_IF_ERROR(DropTablesEndingIn("__next"));
-    return live_->Execute("lock table " + schema_ + ".writers in exclusive mode;"
-                          " delete from " + schema_ + ".meta where key = 'applying';"
-                          " delete from " + schema_ + ".apply_journal");
-  }
-
-  // Drops every table of the schema whose name ends in `suffix` and that
-  // carries denormd's mark of ownership (what a killed plan or apply built;
-  // collection names never end so). Another's table of such a name stays.
-  Status DropTablesEndingIn(const std::string& suffix) {
-    std::vector<std::string> tables;
-    DENORMD_RETURN_IF_ERROR(live_->Execute(
-        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
-        " where n.nspname = " + Literal(target_.store.schema) + " and c.relkind = 'r'"
-        " and right(c.relname, " + std::to_string(suffix.size()) + ") = " + Literal(suffix) +
-            " and obj_description(c.oid, 'pg_class') = " + Literal(kOwnershipMark),
-        &tables));
-    return DropOwnTables(tables);
-  }
-
-  // Drops those of `tables` (unquoted names in the schema) that exist and
-  // carry denormd's mark of ownership; leaves any other alone.
-  Status DropOwnTables(const std::vector<std::string>& tables) {
-    std::string sql;
-    for (const std::string& table : tables) {
-      const std::string name = Literal(Table(table));
-      sql += "do $$ begin if obj_description(to_regclass(" + name + "), 'pg_class') = " +
-             Literal(kOwnershipMark) + " then execute 'drop table ' || " + name +
-             "; end if; end $$;";
-    }
-    return sql.empty() ? Status::Ok() : live_->Execute(sql);
+    Progress("removing what an unfinished apply left (" +
+             std::to_string(RecordedCollections(applying)) + " tables, its journal)");
+    return live_->AbandonApply(nullptr);
   }
 
   // Steps 3 and 4.
@@ -302,15 +234,15 @@ class Reconfiguration {
     shadow_config_ = std::make_unique<Config>(ShadowConfig());
     shadow_plan_ = std::make_unique<ProjectionPlan>(*shadow_config_);
     shadow_applier_ = std::make_unique<BatchApplier>(*shadow_plan_);
-    shadow_ = std::make_unique<PostgresStore>(*shadow_config_, options_.postgres);
+    shadow_ = stores_(*shadow_config_);
     // Tables an earlier plan (or apply) left when killed go first, whichever
     // collections they were: the build starts empty.
-    DENORMD_RETURN_IF_ERROR(DropTablesEndingIn(suffix_));
-    DENORMD_RETURN_IF_ERROR(shadow_->Open(PostgresStore::OpenMode::kBuild));
+    DENORMD_RETURN_IF_ERROR(live_->DropBuiltCollections(suffix_));
+    DENORMD_RETURN_IF_ERROR(shadow_->Open(StoreAdministration::OpenMode::kBuild));
 
     // Index rows of relations the running model does not keep (an earlier
     // plan's or a killed apply's) are stale: removed before building.
-    DENORMD_RETURN_IF_ERROR(live_->Execute(DeleteRowsOfOtherRelations()));
+    DENORMD_RETURN_IF_ERROR(live_->RemoveRelationsExcept(RunningRelations()));
     std::set<std::string> types;
     for (const auto& relation : SplitRelations(report_->change.relations_added)) {
       types.insert(relation.first);
@@ -354,18 +286,15 @@ class Reconfiguration {
     return Status::Ok();
   }
 
-  // The statements that delete the index rows (and counters) of every
-  // relation the running model does not keep.
-  std::string DeleteRowsOfOtherRelations() const {
-    std::vector<std::string> running_relations;
+  // The relations the running model keeps.
+  std::vector<RelationName> RunningRelations() const {
+    std::vector<RelationName> out;
     for (const std::string& type : running_->entities) {
       for (const Relation* relation : running_plan_->ForType(type).relations) {
-        running_relations.push_back(type + " " + relation->name());
+        out.push_back({type, relation->name()});
       }
     }
-    const std::string keep = RelationCondition(SplitRelations(running_relations));
-    return "delete from " + schema_ + ".refs where not " + keep + "; delete from " + schema_ +
-           ".ref_counts where not " + keep + ";";
+    return out;
   }
 
   // An entity's index rows under both models: the running model's (its
@@ -431,13 +360,15 @@ class Reconfiguration {
   // Step 5.
   Status CatchUp() {
     for (int round = 1; round <= kMaxCatchUpRounds; ++round) {
-      std::unique_ptr<StoreTransaction> txn;
-      DENORMD_RETURN_IF_ERROR(shadow_->Begin(&txn));
-      DENORMD_RETURN_IF_ERROR(txn->locks().LockWriters(/*exclusive=*/false));
       std::vector<SourceRows::JournaledChange> taken;
-      DENORMD_RETURN_IF_ERROR(txn->source().TakeJournal(JournalPage(), &taken));
-      DENORMD_RETURN_IF_ERROR(ApplyJournal(*txn, taken));
-      DENORMD_RETURN_IF_ERROR(txn->Commit());
+      {
+        std::unique_ptr<StoreTransaction> txn;
+        DENORMD_RETURN_IF_ERROR(shadow_->Begin(&txn));
+        DENORMD_RETURN_IF_ERROR(txn->locks().LockWriters(/*exclusive=*/false));
+        DENORMD_RETURN_IF_ERROR(txn->source().TakeJournal(JournalPage(), &taken));
+        DENORMD_RETURN_IF_ERROR(ApplyJournal(*txn, taken));
+        DENORMD_RETURN_IF_ERROR(txn->Commit());
+      }  // ended before the step: a test runs batches there
       Step("apply_caught_up");
       Progress("catch-up round " + std::to_string(round) + ": " + FormatCount(taken.size()) +
                " changes");
@@ -446,44 +377,27 @@ class Reconfiguration {
     return Status::Ok();  // the switch takes the rest
   }
 
-  // Counts, in `txn`, what replacing the live tables with the built ones
-  // writes, deletes and leaves (per collection, into report_->collections).
-  Status CountIn(StoreTransaction& txn) {
+  // Counts what replacing the live collections with the built ones writes,
+  // deletes and leaves (per collection, into report_->collections).
+  Status Count() {
     report_->collections.clear();
     const double f = report_->estimated ? options_.sample : 1.0;
     for (const std::string& collection : report_->change.collections_rebuilt) {
       CollectionCounts counts;
       counts.collection = collection;
-      const std::string live = Table(collection), built = Table(collection + suffix_);
-      std::vector<std::string> rows;
-      DENORMD_RETURN_IF_ERROR(txn.ExecuteSql(
-          "select to_regclass(" + Literal(live) + ") is not null", &rows));
-      const bool exists = !rows.empty() && rows[0] == "t";
-      rows.clear();
-      const std::string join = kSameDocument;
-      if (exists) {
-        DENORMD_RETURN_IF_ERROR(txn.ExecuteSql(
-            "select count(*) filter (where l.id is null or l.doc is distinct from s.doc),"
-            " count(*) filter (where l.id is not null and l.doc = s.doc),"
-            " count(l.id), (select count(*) from " + live + ")"
-            " from " + built + " s left join " + live + " l on" + join,
-            &rows));
-      } else {
-        DENORMD_RETURN_IF_ERROR(
-            txn.ExecuteSql("select count(*), 0, 0, 0 from " + built, &rows));
-      }
-      uint64_t written = 0, unchanged = 0, matched = 0, live_total = 0;
-      std::sscanf(rows[0].c_str(), "%lu\t%lu\t%lu\t%lu", &written, &unchanged, &matched,
-                  &live_total);
+      BuiltComparison built;
+      DENORMD_RETURN_IF_ERROR(live_->CompareBuilt(collection, suffix_, &built));
       if (f < 1.0) {
-        counts.written = static_cast<uint64_t>(written / f + 0.5);
-        counts.unchanged = static_cast<uint64_t>(unchanged / f + 0.5);
-        const double matched_all = matched / f;
-        counts.deleted = matched_all >= live_total ? 0 : static_cast<uint64_t>(live_total - matched_all + 0.5);
+        counts.written = static_cast<uint64_t>(built.written / f + 0.5);
+        counts.unchanged = static_cast<uint64_t>(built.unchanged / f + 0.5);
+        const double matched_all = built.matched / f;
+        counts.deleted = matched_all >= built.live
+                             ? 0
+                             : static_cast<uint64_t>(built.live - matched_all + 0.5);
       } else {
-        counts.written = written;
-        counts.unchanged = unchanged;
-        counts.deleted = live_total - matched;
+        counts.written = built.written;
+        counts.unchanged = built.unchanged;
+        counts.deleted = built.live - built.matched;
       }
       report_->collections.push_back(counts);
     }
@@ -491,16 +405,7 @@ class Reconfiguration {
       CollectionCounts counts;
       counts.collection = collection;
       counts.dropped = true;
-      std::vector<std::string> rows;
-      DENORMD_RETURN_IF_ERROR(txn.ExecuteSql(
-          "select to_regclass(" + Literal(Table(collection)) + ") is not null", &rows));
-      if (!rows.empty() && rows[0] == "t") {
-        rows.clear();
-        DENORMD_RETURN_IF_ERROR(txn.ExecuteSql("select count(*) from " + Table(collection), &rows));
-      } else {
-        rows = {"0"};
-      }
-      counts.deleted = std::strtoull(rows[0].c_str(), nullptr, 10);
+      DENORMD_RETURN_IF_ERROR(live_->CountDocuments(collection, &counts.deleted));
       report_->collections.push_back(counts);
       // The feed publishes every collection when it has a default topic.
       if (target_.feed && !target_.feed->topic.empty()) {
@@ -514,23 +419,12 @@ class Reconfiguration {
     return Status::Ok();
   }
 
-  // Counts in a transaction of its own (rolled back: it only reads).
-  Status Count() {
-    std::unique_ptr<StoreTransaction> txn;
-    DENORMD_RETURN_IF_ERROR(shadow_->Begin(&txn));
-    return CountIn(*txn);
-  }
-
   // plan: what it built goes again (only its own tables: a table of such
   // a name that is not denormd's stays, and made the build fail).
   Status RemoveBuilt() {
     if (!live_) return Status::Ok();
-    std::vector<std::string> built;
-    for (const std::string& collection : report_->change.collections_rebuilt) {
-      built.push_back(collection + suffix_);
-    }
-    DENORMD_RETURN_IF_ERROR(DropOwnTables(built));
-    return running_plan_ ? live_->Execute(DeleteRowsOfOtherRelations()) : Status::Ok();
+    DENORMD_RETURN_IF_ERROR(live_->DropBuiltCollections(suffix_));
+    return running_plan_ ? live_->RemoveRelationsExcept(RunningRelations()) : Status::Ok();
   }
 
   // Step 6.
@@ -550,39 +444,25 @@ class Reconfiguration {
       DENORMD_RETURN_IF_ERROR(ApplyJournal(*txn, taken));
       switched_changes += taken.size();
     }
-    std::string sql = CaptureSwitchedDocuments();
-    for (const std::string& collection : report_->change.collections_dropped) {
-      sql += "drop table if exists " + Table(collection) + ";";
-    }
-    for (const std::string& collection : report_->change.collections_rebuilt) {
-      sql += "drop table if exists " + Table(collection) + ";";
-      sql += "alter table " + Table(collection + suffix_) + " rename to " + Ident(collection) + ";";
-      for (const char* index : kCollectionIndexSuffixes) {
-        sql += "alter index if exists " + schema_ + "." + Ident(collection + suffix_ + index) +
-               " rename to " + Ident(collection + index) + ";";
-      }
-    }
+    ModelSwitch change;
+    change.from_epoch = report_->from_epoch;
+    change.suffix = suffix_;
+    change.rebuilt = report_->change.collections_rebuilt;
+    change.dropped = report_->change.collections_dropped;
+    change.captured = CapturedCollections();
+    change.capture_source = "apply epoch " + std::to_string(report_->from_epoch + 1);
+    change.model_yaml = target_.model_yaml;
+    change.model_fingerprint = report_->to_fingerprint;
+    change.index_fingerprint = target_plan_->IndexFingerprint();
     const uint64_t epoch = report_->from_epoch + 1;
-    // Compare and set: the switch is only from the epoch Prepare read.
-    std::vector<std::string> moved;
-    DENORMD_RETURN_IF_ERROR(txn->ExecuteSql(
-        "update " + schema_ + ".meta set value = " + Literal(std::to_string(epoch)) +
-            " where key = 'epoch' and value = " + Literal(std::to_string(report_->from_epoch)) +
-            " returning value",
-        &moved));
-    if (moved.size() != 1) {
+    bool switched = false;
+    DENORMD_RETURN_IF_ERROR(shadow_->SwitchModel(*txn, change, &switched));
+    if (!switched) {
       return Status::Fatal("the store's epoch is no longer " +
                            std::to_string(report_->from_epoch) +
                            " (another command changed the model while this apply built): "
                            "nothing switched");
     }
-    sql += "insert into " + schema_ + ".meta (key, value) values"
-           " ('model', " + Literal(target_.model_yaml) + "),"
-           " ('model_fingerprint', " + Literal(report_->to_fingerprint) + "),"
-           " ('index', " + Literal(target_plan_->IndexFingerprint()) + ")"
-           " on conflict (key) do update set value = excluded.value;"
-           " delete from " + schema_ + ".meta where key = 'applying';";
-    DENORMD_RETURN_IF_ERROR(txn->ExecuteSql(sql, nullptr));
     Step("apply_switching");
     // The lock is still held (its connection did not end): nothing else
     // can have started changing the model.
@@ -595,59 +475,41 @@ class Reconfiguration {
     return Status::Ok();
   }
 
-  // The change feed: the documents the switch writes or deletes in a
-  // published collection go to the outbox like a batch's (when the store
-  // has one), so that a consumer mirroring the collection follows the switch.
-  std::string CaptureSwitchedDocuments() const {
-    if (!target_.feed) return "";
-    std::string sql;
-    const std::string source = Literal("apply epoch " + std::to_string(report_->from_epoch + 1));
+  // The change feed: the rebuilt collections it publishes, whose documents
+  // the switch writes or deletes go to the outbox like a batch's, so that a
+  // consumer mirroring the collection follows the switch.
+  std::vector<std::string> CapturedCollections() const {
+    std::vector<std::string> out;
+    if (!target_.feed) return out;
     for (const std::string& collection : target_.PublishedCollections()) {
-      if (!std::binary_search(report_->change.collections_rebuilt.begin(),
-                              report_->change.collections_rebuilt.end(), collection)) {
-        continue;
+      if (std::binary_search(report_->change.collections_rebuilt.begin(),
+                             report_->change.collections_rebuilt.end(), collection)) {
+        out.push_back(collection);
       }
-      const std::string live = Table(collection), built = Table(collection + suffix_);
-      const std::string join = kSameDocument;
-      const std::string insert = " insert into " + schema_ +
-                                 ".outbox (collection, id, pk, doc, source) select " +
-                                 Literal(collection) + ", ";
-      // A new collection: every document is new.
-      sql += "do $$ begin if to_regclass(" + Literal(schema_ + ".outbox") + ") is null then"
-             " return; end if; if to_regclass(" + Literal(live) + ") is null then" +
-             insert + "s.id, s.pk, s.doc, " + source + " from " + built + " s; else" +
-             insert + "s.id, s.pk, s.doc, " + source + " from " + built + " s left join " + live +
-             " l on" + join + " where l.id is null or l.doc is distinct from s.doc;" +
-             insert + "l.id, l.pk, null, " + source + " from " + live +
-             " l where not exists (select 1 from " + built + " s where" + join + ");"
-             " end if; end $$;";
     }
-    return sql;
+    return out;
   }
 
   // Step 7: rows no model keeps any more.
   Status DropOldRelations() {
-    if (report_->change.relations_dropped.empty()) return Status::Ok();
-    const std::string gone = RelationCondition(SplitRelations(report_->change.relations_dropped));
-    return live_->Execute("delete from " + schema_ + ".refs where " + gone + "; delete from " +
-                          schema_ + ".ref_counts where " + gone);
+    return live_->RemoveRelations(SplitRelations(report_->change.relations_dropped));
   }
 
   const Config& target_;
   const ReconfigureOptions& options_;
   ReconfigureReport* report_;
   const std::string suffix_;
-  const std::string schema_;  // quoted
+  const StoreFactory stores_;
+  std::unique_ptr<StoreAdministration> control_;
   std::unique_ptr<AdministrationLock> lock_;  // held from Prepare on
-  std::unique_ptr<PostgresStore> control_;
   std::unique_ptr<Config> running_;
-  std::unique_ptr<PostgresStore> live_;
+  std::unique_ptr<StoreAdministration> live_;
   std::unique_ptr<ProjectionPlan> running_plan_;
   std::unique_ptr<ProjectionPlan> target_plan_;
   std::unique_ptr<Config> shadow_config_;
   std::unique_ptr<ProjectionPlan> shadow_plan_;
   std::unique_ptr<BatchApplier> shadow_applier_;
-  std::unique_ptr<PostgresStore> shadow_;
+  std::unique_ptr<StoreAdministration> shadow_;
   std::vector<std::string> reindex_types_;  // ascending
 };
 

@@ -3,7 +3,7 @@
 //
 // The store records the model it runs (entities and projections) with an
 // epoch; every writing transaction checks the epoch right after it joins the
-// writers (PostgresTransaction::LockWriters), so no batch applies events
+// writers (WriteLocks::LockWriters), so no batch applies events
 // under a model other than the one it loaded (StaleConfig: `run` then loads
 // the store's model and goes on from its committed positions).
 //
@@ -29,6 +29,11 @@
 //   7. index rows of relations the new model dropped removed.
 // plan runs steps 1, 3 and 4 into "<collection>__plan" tables, counts them
 // against the live ones as the switch would, and removes what it built.
+//
+// Every step that touches the store as a whole is a StoreAdministration
+// method (projections/store_admin.h): this file holds the sequence, the
+// store's implementation holds its statements (connectors/postgres_admin.cc
+// on PostgreSQL, projections/memory_admin.cc in memory).
 #ifndef DENORMD_DAEMON_APPLY_H_
 #define DENORMD_DAEMON_APPLY_H_
 
@@ -40,11 +45,16 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "projections/model_change.h"
+#include "projections/store_admin.h"
 
 namespace denormd {
 
 struct ReconfigureOptions {
-  std::string postgres;      // connection string
+  std::string postgres;      // connection string (when `stores` is empty)
+  // The stores of the schema's configs (the running model's, the target's
+  // and the one the collections are built through): PostgresStores(postgres)
+  // when empty; MemoryStores in tests.
+  StoreFactory stores;
   bool plan_only = false;    // plan: build, count and remove; change nothing
   double sample = 1.0;       // plan: the fraction of units built (0 < sample <= 1)
   // apply: journal changes taken per page (a catch-up round's transaction

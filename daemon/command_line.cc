@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "common/redact.h"
+#include "connectors/postgres_admin.h"
 #include "daemon/cli.h"
 #include "daemon/reload.h"
 #include "formats/format_registry.h"
@@ -56,18 +57,22 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-int OpenEngine(const Arguments& args, std::unique_ptr<Engine>* out, PostgresStore::OpenMode mode,
-               std::unique_ptr<AdministrationLock>* lock) {
+std::string ConnectionOf(const Arguments& args, const Config& config) {
+  return args.postgres ? *args.postgres : PostgresConnectionString(config);
+}
+
+int OpenEngine(const Arguments& args, std::unique_ptr<Engine>* out,
+               StoreAdministration::OpenMode mode, std::unique_ptr<AdministrationLock>* lock) {
   std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
-  std::string connection = args.postgres ? *args.postgres : PostgresConnectionString(*config);
+  const std::string connection = ConnectionOf(args, *config);
+  *out = std::make_unique<Engine>(std::move(*config), PostgresStores(connection));
   Status status = Status::Ok();
-  if (lock != nullptr) status = AdministrationLock::Acquire(*config, connection, args.command, lock);
+  if (lock != nullptr) status = (*out)->store.LockAdministration(args.command, lock);
   if (status.IsBusy()) {
     std::cerr << "denormd " << args.command << ": " << status.message() << "\n";
     return kExitFailure;
   }
-  *out = std::make_unique<Engine>(std::move(*config), connection);
   if (status.ok()) status = (*out)->store.Open(mode);
   if (!status.ok()) {
     if (status.IsInvalidInput() || status.IsStaleConfig()) {

@@ -21,8 +21,8 @@
 
 #include "common/log.h"
 #include "config/config.h"
-#include "connectors/postgres_store.h"
 #include "daemon/engine.h"
+#include "projections/store_admin.h"
 
 namespace denormd {
 
@@ -82,8 +82,12 @@ std::optional<Config> LoadConfigOrReport(const Arguments& args);
 // With `lock`, the schema's administration lock is taken first (before the
 // store's model is read), and held in *lock.
 int OpenEngine(const Arguments& args, std::unique_ptr<Engine>* out,
-               PostgresStore::OpenMode mode = PostgresStore::OpenMode::kRunsThisModel,
+               StoreAdministration::OpenMode mode = StoreAdministration::OpenMode::kRunsThisModel,
                std::unique_ptr<AdministrationLock>* lock = nullptr);
+
+// The PostgreSQL server a command uses: --postgres, else $DENORMD_POSTGRES,
+// else the config's store.postgres.
+std::string ConnectionOf(const Arguments& args, const Config& config);
 
 double SecondsSince(std::chrono::steady_clock::time_point start);
 

@@ -18,7 +18,7 @@ namespace denormd {
 
 int AdviseCommand(const Arguments& args) {
   std::unique_ptr<Engine> engine;
-  if (int code = OpenEngine(args, &engine, PostgresStore::OpenMode::kInspect)) return code;
+  if (int code = OpenEngine(args, &engine, StoreAdministration::OpenMode::kInspect)) return code;
   const Config& config = engine->config;
   AdviceOptions options;
   options.sample = args.sample;

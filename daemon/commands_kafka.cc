@@ -17,7 +17,7 @@ int RunCommand(const Arguments& args) {
     return kExitUsage;
   }
   RunOptions options;
-  options.postgres = args.postgres ? *args.postgres : PostgresConnectionString(*config);
+  options.postgres = ConnectionOf(args, *config);
   options.metrics_port = args.metrics_port;
   options.metrics_address = args.metrics_address;
   options.relay = !args.no_relay;
@@ -63,7 +63,7 @@ int RelayCommand(const Arguments& args) {
     return kExitUsage;
   }
   RunOptions options;
-  options.postgres = args.postgres ? *args.postgres : PostgresConnectionString(*config);
+  options.postgres = ConnectionOf(args, *config);
   options.metrics_port = args.metrics_port;
   options.metrics_address = args.metrics_address;
   return RunRelay(std::move(*config), options);

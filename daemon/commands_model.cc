@@ -59,7 +59,7 @@ int PlanOrApply(const Arguments& args, bool plan) {
   std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
   ReconfigureOptions options;
-  options.postgres = args.postgres ? *args.postgres : PostgresConnectionString(*config);
+  options.postgres = ConnectionOf(args, *config);
   options.plan_only = plan;
   options.sample = args.sample;
   if (!args.quiet) {

@@ -11,6 +11,7 @@
 #include "common/process.h"
 #include "common/text.h"
 #include "connectors/kafka_source.h"
+#include "connectors/postgres_admin.h"
 #include "daemon/prune_thread.h"
 #include "daemon/cli.h"
 #include "daemon/command_line.h"
@@ -90,8 +91,8 @@ int RebuildOrVerify(const Arguments& args, bool verify) {
   // plan take, before the model is read.
   std::unique_ptr<AdministrationLock> lock;
   if (int code = OpenEngine(args, &engine,
-                            verify ? PostgresStore::OpenMode::kRunsThisModel
-                                   : PostgresStore::OpenMode::kBuild,
+                            verify ? StoreAdministration::OpenMode::kRunsThisModel
+                                   : StoreAdministration::OpenMode::kBuild,
                             verify ? nullptr : &lock)) {
     return code;
   }
@@ -189,7 +190,7 @@ void PrintLargestFanOuts(Store* store) {
 
 int StatusCommand(const Arguments& args) {
   std::unique_ptr<Engine> engine;
-  if (int code = OpenEngine(args, &engine, PostgresStore::OpenMode::kInspect)) return code;
+  if (int code = OpenEngine(args, &engine, StoreAdministration::OpenMode::kInspect)) return code;
   const Config& config = engine->config;
   StoreSummary summary;
   Status status = engine->store.Summarize(&summary);
@@ -214,8 +215,7 @@ int StatusCommand(const Arguments& args) {
             << "\n";
   if (!model.applying.empty()) {
     bool running = false;
-    Status held = AdministrationLock::IsHeld(
-        config, args.postgres ? *args.postgres : PostgresConnectionString(config), &running);
+    Status held = engine->store.AdministrationLocked(&running);
     if (held.ok() && !running) {
       std::cout << "  an apply was interrupted (" << model.applying
                 << "): stale, no apply holds the lock; batches journal their changes for it "
@@ -281,7 +281,7 @@ int StatusCommand(const Arguments& args) {
 
 int PruneCommand(const Arguments& args) {
   std::unique_ptr<Engine> engine;
-  if (int code = OpenEngine(args, &engine, PostgresStore::OpenMode::kInspect)) return code;
+  if (int code = OpenEngine(args, &engine, StoreAdministration::OpenMode::kInspect)) return code;
   const RetentionConfig& retention = engine->config.retention;
   const bool progress = !args.quiet && isatty(STDERR_FILENO);
   auto start = std::chrono::steady_clock::now();
@@ -319,12 +319,12 @@ int PruneCommand(const Arguments& args) {
 int AdoptCommand(const Arguments& args) {
   std::optional<Config> config = LoadConfigOrReport(args);
   if (!config) return kExitUsage;
-  const std::string connection = args.postgres ? *args.postgres : PostgresConnectionString(*config);
+  const std::unique_ptr<StoreAdministration> store =
+      PostgresStores(ConnectionOf(args, *config))(*config);
   std::unique_ptr<AdministrationLock> lock;
-  Status status = AdministrationLock::Acquire(*config, connection, "adopt", &lock);
+  Status status = store->LockAdministration("adopt", &lock);
   std::vector<std::string> adopted;
-  PostgresStore store(*config, connection);
-  if (status.ok()) status = store.Adopt(&adopted);
+  if (status.ok()) status = store->Adopt(&adopted);
   if (!status.ok()) {
     std::cerr << "denormd adopt: " << status.message() << "\n";
     return status.IsInvalidInput() ? kExitUsage : kExitFailure;

@@ -7,17 +7,14 @@
 
 namespace denormd {
 
-namespace {
-
-// What the store holds now, as a DocumentSet of `config`. Documents are
-// keyed by id; in a shared collection (keyed on (pk, id)) an id that several
-// partitions hold is written "<pk>/<id>" for each of them.
-DocumentSet Snapshot(const Config& config, const MemoryState& state) {
+DocumentSet MemoryDocumentSet(const Config& config, const MemoryState& state) {
   DocumentSet set = EmptyDocumentSet(config);
   for (const auto& collection : state.collections) {
+    auto of_config = set.collections.find(collection.first);
+    if (of_config == set.collections.end()) continue;  // another model's, or one built beside
     std::map<std::string, int> uses;
     for (const auto& doc : collection.second) uses[doc.second.id]++;
-    auto& docs = set.collections[collection.first];
+    auto& docs = of_config->second;
     for (const auto& doc : collection.second) {
       const MemoryState::Document& d = doc.second;
       docs[uses[d.id] > 1 ? d.pk.value_or("") + "/" + d.id : d.id] = d.json;
@@ -29,8 +26,6 @@ DocumentSet Snapshot(const Config& config, const MemoryState& state) {
   set.dead = state.dead_letters.size();
   return set;
 }
-
-}  // namespace
 
 Status RunInMemory(const Config& config, const std::vector<std::string>& logs, size_t batch_size,
                    MemoryRun* out) {
@@ -51,7 +46,7 @@ Status RunInMemory(const Config& config, const std::vector<std::string>& logs, s
     out->stats.Add(report.stats);
     out->logs.push_back(std::move(report));
   }
-  out->documents = Snapshot(config, store.state());
+  out->documents = MemoryDocumentSet(config, store.state());
   out->dead_letters = store.state().dead_letters;
   return status;
 }

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "daemon/replay.h"
 #include "projections/document_set.h"
+#include "projections/memory_store.h"
 #include "projections/stream.h"
 
 namespace denormd {
@@ -34,6 +35,12 @@ struct MemoryRun {
 // what the logs before it did.
 Status RunInMemory(const Config& config, const std::vector<std::string>& logs, size_t batch_size,
                    MemoryRun* out);
+
+// What `state` holds now, as a DocumentSet of `config`. Documents are keyed
+// by id; in a shared collection (keyed on (pk, id)) an id that several
+// partitions hold is written "<pk>/<id>" for each of them. Only the
+// config's collections (not those of another model, or built beside).
+DocumentSet MemoryDocumentSet(const Config& config, const MemoryState& state);
 
 }  // namespace denormd
 

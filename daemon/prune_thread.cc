@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "common/log.h"
-#include "connectors/postgres_store.h"
 
 namespace denormd {
 
@@ -19,8 +18,8 @@ RetentionConfig RetentionForPruneAt(const RetentionConfig& retention,
   return out;
 }
 
-PruneThread::PruneThread(const Config& config, std::string postgres_url)
-    : config_(config), postgres_url_(std::move(postgres_url)) {}
+PruneThread::PruneThread(const Config& config, StoreFactory stores)
+    : config_(config), stores_(std::move(stores)) {}
 
 PruneThread::~PruneThread() { Stop(); }
 
@@ -47,9 +46,9 @@ void PruneThread::Prune(RetentionConfig retention) {
   PruneReport report;
   Status status;
   {
-    PostgresStore store(config_, postgres_url_);  // its own connection, closed at the end
-    status = store.Prune(retention, kPruneChunkRows, &report, nullptr,
-                         [this] { return stop_.load(); });
+    const std::unique_ptr<StoreAdministration> store = stores_(config_);
+    status = store->Prune(retention, kPruneChunkRows, &report, nullptr,
+                          [this] { return stop_.load(); });
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

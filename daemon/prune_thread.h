@@ -1,4 +1,4 @@
-// PruneThread: `denormd run`'s retention (PostgresStore::Prune, what
+// PruneThread: `denormd run`'s retention (StoreAdministration::Prune, what
 // `denormd prune` does) on a thread and a connection of its own, so that a
 // prune never holds up the batches. A prune reads `entities`, `locks` and
 // `ref_counts` through in chunks: on the benchmark's soak store it took 3.6 to
@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "config/config.h"
+#include "projections/store_admin.h"
 
 namespace denormd {
 
@@ -48,8 +49,10 @@ RetentionConfig RetentionForPruneAt(const RetentionConfig& retention,
 
 class PruneThread {
  public:
-  // Borrows `config` (its store section), which must outlive this.
-  PruneThread(const Config& config, std::string postgres_url);
+  // Borrows `config` (its store section), which must outlive this; each
+  // prune runs on a store of its own that `stores` makes (its own
+  // connection, closed at the end).
+  PruneThread(const Config& config, StoreFactory stores);
   ~PruneThread();  // Stop()
   PruneThread(const PruneThread&) = delete;
   PruneThread& operator=(const PruneThread&) = delete;
@@ -67,7 +70,7 @@ class PruneThread {
   void Prune(RetentionConfig retention);
 
   const Config& config_;
-  const std::string postgres_url_;
+  const StoreFactory stores_;
   std::thread thread_;
   std::atomic<bool> running_{false};
   std::atomic<bool> stop_{false};

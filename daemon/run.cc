@@ -16,6 +16,7 @@
 #include "common/retry.h"
 #include "connectors/feed_sink_registry.h"
 #include "connectors/kafka_source.h"
+#include "connectors/postgres_admin.h"
 #include "daemon/batch_loop.h"
 #include "daemon/cli.h"
 #include "daemon/engine.h"
@@ -410,9 +411,7 @@ class Daemon {
   void WarnOfStaleApply() {
     if (engine_.store.stored_model().applying.empty()) return;
     bool running = false;
-    if (!AdministrationLock::IsHeld(engine_.config, options_.postgres, &running).ok() || running) {
-      return;
-    }
+    if (!engine_.store.AdministrationLocked(&running).ok() || running) return;
     Log(LogLevel::kWarn, "stale_apply_mark",
         {{"schema", engine_.config.store.schema},
          {"note", "an interrupted apply's mark: batches journal for it until `denormd prune` "
@@ -536,7 +535,7 @@ class Daemon {
   FanOutRecorder fanouts_;  // the loop's thread
   std::chrono::steady_clock::time_point last_lag_update_;
   std::chrono::steady_clock::time_point window_start_;
-  PruneThread prune_{engine_.config, options_.postgres};
+  PruneThread prune_{engine_.config, PostgresStores(options_.postgres)};
   uint64_t total_events_ = 0;
   uint64_t window_events_ = 0;
 };
@@ -549,7 +548,7 @@ class RelayDaemon {
       : options_(options),
         notifier_(ServiceNotifierFromEnvironment()),
         config_(std::move(config)),
-        store_(config_, options.postgres),
+        store_(PostgresStores(options.postgres)(config_)),
         http_([this] { return metrics_.Render(); },
               [this](std::string* why) { return health_.Get(why); }) {}
 
@@ -559,8 +558,9 @@ class RelayDaemon {
       Status status = http_.Start(options_.metrics_address, options_.metrics_port);
       if (!status.ok()) return StartFailed(*notifier_, status, kExitUsage);
     }
-    Status opened = OpenStoreWaiting([this] { return store_.Open(PostgresStore::OpenMode::kInspect); },
-                                     health_, metrics_, *notifier_);
+    Status opened = OpenStoreWaiting(
+        [this] { return store_->Open(StoreAdministration::OpenMode::kInspect); }, health_,
+        metrics_, *notifier_);
     if (!opened.ok()) return Shutdown(StartFailed(*notifier_, opened, kExitUsage));
     if (g_stop.load()) return Shutdown(kExitOk);
     RelayThread relay(config_, options_.postgres, DefaultFeedSink(), &metrics_);
@@ -588,7 +588,7 @@ class RelayDaemon {
   const RunOptions& options_;
   const std::unique_ptr<ServiceNotifier> notifier_;
   const Config config_;
-  PostgresStore store_;
+  const std::unique_ptr<StoreAdministration> store_;
   Metrics metrics_;
   Health health_;
   MetricsHttpServer http_;
@@ -597,10 +597,7 @@ class RelayDaemon {
 // The store's model applied to `config` (its other settings kept).
 Status LoadStoreModel(const RunOptions& options, Config* config) {
   StoredModel model;
-  {
-    PostgresStore probe(*config, options.postgres);
-    DENORMD_RETURN_IF_ERROR(probe.ReadModel(&model));
-  }
+  DENORMD_RETURN_IF_ERROR(PostgresStores(options.postgres)(*config)->ReadModel(&model));
   std::vector<ConfigError> errors;
   std::optional<Config> next =
       WithModel(*config, model.yaml,

@@ -33,7 +33,35 @@ Status MemorySourceRows::WriteEntities(const std::vector<EntityWrite>& writes) {
     }
     for (const ReferenceRow& row : write.added) work_.AddIndexRow(key, row, &rows);
     state.entities[key] = write.record;
+    work_.Remember(&state.updated_at, key);
+    state.updated_at[key] = MemoryWork::Now();
   }
+  return Status::Ok();
+}
+
+// The journal, while an apply is marked (projections/memory_admin.h).
+Status MemorySourceRows::Journal(const std::vector<EntityChange>& changes) {
+  MemoryState* state = &work_.state();
+  if (state->model.applying.empty() || changes.empty()) return Status::Ok();
+  const size_t size = state->journal.size();
+  work_.OnUndo([state, size] { state->journal.resize(size); });
+  for (const EntityChange& change : changes) {
+    state->journal.push_back({change.key, change.before ? *change.before : EntityState(),
+                              change.after ? *change.after : EntityState()});
+  }
+  return Status::Ok();
+}
+
+Status MemorySourceRows::TakeJournal(size_t limit, std::vector<JournaledChange>* out) {
+  MemoryState* state = &work_.state();
+  out->clear();
+  while (!state->journal.empty() && (limit == 0 || out->size() < limit)) {
+    out->push_back(state->journal.front());
+    state->journal.pop_front();
+  }
+  work_.OnUndo([state, taken = *out] {
+    state->journal.insert(state->journal.begin(), taken.begin(), taken.end());
+  });
   return Status::Ok();
 }
 

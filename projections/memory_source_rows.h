@@ -27,6 +27,9 @@ class MemorySourceRows : public SourceRows {
   Status WriteEntities(const std::vector<EntityWrite>& writes) override;
   Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
                        std::vector<std::string>* out) override;
+  // Kept while an apply is marked (MemoryState::model.applying).
+  Status Journal(const std::vector<EntityChange>& changes) override;
+  Status TakeJournal(size_t limit, std::vector<JournaledChange>* out) override;
 
  private:
   MemoryWork& work_;

@@ -6,6 +6,7 @@
 #define DENORMD_PROJECTIONS_MEMORY_STATE_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -16,6 +17,7 @@
 
 #include "projections/outbox.h"
 #include "projections/store.h"
+#include "projections/store_admin.h"
 
 namespace denormd {
 
@@ -59,6 +61,19 @@ struct MemoryState {
   std::vector<OutboxRow> outbox;
   int64_t outbox_seq = 0;       // the last seq handed out
   uint64_t feed_sequence = 0;   // what the last Prune recorded
+  // When each entity record was last written and each dead letter received
+  // (Unix seconds; parallel to dead_letters), for prune's retention (a test
+  // may backdate them).
+  std::map<EntityKey, double> updated_at;
+  std::vector<double> dead_letters_received_at;
+  // What administration keeps (projections/memory_admin.h): the model the
+  // store runs (epoch 0: none), the index fingerprint ("": none), the
+  // changes batches journal while `model.applying` is set, and whether the
+  // administration lock is held.
+  StoredModel model;
+  std::string index_fingerprint;
+  std::deque<SourceRows::JournaledChange> journal;
+  bool administration_locked = false;
 };
 
 }  // namespace denormd

@@ -27,10 +27,12 @@ class MemoryTransaction : public StoreTransaction {
         buckets_(work_),
         ledger_(work_) {
     store_->open_ = true;
+    store_->work_ = &work_;
   }
   ~MemoryTransaction() override {
     work_.Undo();
     store_->open_ = false;
+    store_->work_ = nullptr;
   }
 
   SourceRows& source() override { return source_; }
@@ -130,6 +132,12 @@ Status MemoryOutbox::Lag(OutboxLag* out) {
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     out->oldest_seconds = std::max(0.0, now - state.outbox.front().captured_at);
   }
+  return Status::Ok();
+}
+
+Status MemoryStore::UndoOnRollback(std::function<void()> undo) {
+  if (work_ == nullptr) return Status::Fatal("internal: no MemoryStore transaction is open");
+  work_->OnUndo(std::move(undo));
   return Status::Ok();
 }
 

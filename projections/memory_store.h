@@ -5,7 +5,10 @@
 // A transaction writes the state in place and journals how to undo each
 // write; a transaction destroyed without Commit() undoes them in reverse, so
 // a failed batch leaves nothing behind. Only one transaction may be open at a
-// time (Begin fails otherwise); locks are no-ops.
+// time (Begin fails otherwise); locks are no-ops. While an apply is marked
+// (MemoryState::model.applying), batches journal their source changes. The
+// store's administration (model record, status, prune, apply's switch) is
+// projections/memory_admin.h.
 //
 // A transaction serves each role of projections/store.h with an object of its
 // own, in a file of its own (memory_source_rows.h, memory_reference_index.h,
@@ -15,6 +18,8 @@
 #ifndef DENORMD_PROJECTIONS_MEMORY_STORE_H_
 #define DENORMD_PROJECTIONS_MEMORY_STORE_H_
 
+#include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -24,8 +29,11 @@
 #include "projections/memory_state.h"
 #include "projections/outbox.h"
 #include "projections/store.h"
+#include "projections/store_admin.h"
 
 namespace denormd {
+
+class MemoryWork;
 
 class MemoryStore : public Store {
  public:
@@ -39,11 +47,15 @@ class MemoryStore : public Store {
     state_.published = std::set<std::string>(collections.begin(), collections.end());
   }
   bool transaction_open() const { return open_; }
+  // Has `undo` run if the open transaction rolls back (administration that
+  // changes the state beside it: apply's switch). Fatal when none is open.
+  Status UndoOnRollback(std::function<void()> undo);
 
  private:
   friend class MemoryTransaction;
   MemoryState state_;
   bool open_ = false;
+  MemoryWork* work_ = nullptr;  // the open transaction's
 };
 
 // The ChangeOutbox of a MemoryStore (which must outlive it). A cursor's

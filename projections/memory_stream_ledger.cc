@@ -65,8 +65,12 @@ Status MemoryStreamLedger::ReadFanOuts(uint64_t /*within_seconds*/,
 Status MemoryStreamLedger::AddDeadLetters(const std::vector<DeadLetter>& letters) {
   MemoryState* state = &work_.state();
   const size_t size = state->dead_letters.size();
-  work_.OnUndo([state, size] { state->dead_letters.resize(size); });
+  work_.OnUndo([state, size] {
+    state->dead_letters.resize(size);
+    state->dead_letters_received_at.resize(size);
+  });
   state->dead_letters.insert(state->dead_letters.end(), letters.begin(), letters.end());
+  state->dead_letters_received_at.resize(state->dead_letters.size(), MemoryWork::Now());
   return Status::Ok();
 }
 

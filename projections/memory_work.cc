@@ -5,6 +5,11 @@
 
 namespace denormd {
 
+double MemoryWork::Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 void MemoryWork::Undo() {
   for (auto undo = undo_.rbegin(); undo != undo_.rend(); ++undo) (*undo)();
   undo_.clear();
@@ -43,8 +48,7 @@ void MemoryWork::Capture(const std::string& collection, const std::string& id,
   row.pk = pk;
   row.doc = doc;
   row.source = source_;
-  row.captured_at =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  row.captured_at = Now();
   state_.outbox.push_back(std::move(row));
 }
 

@@ -21,6 +21,8 @@
 //     (memory_work.h: the MemoryState, the undo of each write);
 //     MemoryTransaction (memory_store.cc) owns them.
 // The engine sees only these interfaces, so the same tests run against both.
+// What commands do to a store as a whole (open it, its model, status, prune,
+// apply's tables) is its administration: projections/store_admin.h.
 //
 // All work happens in a StoreTransaction. Its reads see the transaction's own
 // writes. Nothing is visible to others until Commit(); a transaction that is
@@ -353,12 +355,6 @@ class StoreTransaction {
   // for the cost figures; 0 for an in-process store.
   virtual uint64_t round_trips() const { return 0; }
   virtual uint64_t statements() const { return 0; }
-  // Runs one SQL statement in this transaction and returns its rows as text,
-  // tab-separated (maintenance commands on PostgreSQL: `denormd apply`
-  // swaps tables with it). Stores without SQL refuse (Fatal).
-  virtual Status ExecuteSql(const std::string& /*sql*/, std::vector<std::string>* /*rows*/) {
-    return Status::Fatal("this store does not run SQL");
-  }
 };
 
 class Store {

@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "connectors/feed_sink.h"
+#include "connectors/postgres_admin.h"
 #include "connectors/postgres_store.h"
 #include "daemon/engine.h"
 #include "formats/format_registry.h"
@@ -83,6 +84,8 @@ std::string ArticleConfigFile(Config* config);
 struct ArticleOnPostgres : Engine {
   // `adjust` may change the config before the engine is built.
   explicit ArticleOnPostgres(const std::function<void(Config*)>& adjust = nullptr);
+  // The store as what it is, for what only PostgreSQL does (Execute).
+  PostgresStore& postgres() { return static_cast<PostgresStore&>(store); }
 };
 
 // The article config with every buckets projection in the packed layout.

@@ -18,7 +18,7 @@ TEST(FanOut, RenamingAnAuthorRewritesExactlyItsBooks) {
   testing::ArticleOnPostgres article;
   const Config& config = article.config;
   const BatchApplier& applier = article.applier;
-  PostgresStore& store = article.store;
+  Store& store = article.store;
 
   std::string load_text;
   load_text += R"({"type":"author","id":"hot","op":"upsert","version":1,"data":{"firstName":"Hot","lastName":"Author"}})" "\n";

@@ -24,7 +24,7 @@ TEST_P(PostgresArticleTest, ReplayProducesExactlyTheExpectedTables) {
   const Config& config = article.config;
   const ProjectionPlan& plan = article.plan;
   const BatchApplier& applier = article.applier;
-  PostgresStore& store = article.store;
+  Store& store = article.store;
   std::string events = SourcePath(std::string("tests/data/article/") + scenario.events);
   std::string expected = SourcePath(std::string("tests/data/article/") + scenario.expected);
   ReplayOptions options;

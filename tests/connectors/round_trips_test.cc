@@ -133,7 +133,7 @@ TEST(RoundTrips, AFencedPositionThatMovedFailsTheCommitWithConflict) {
 TEST(RoundTrips, AConnectionLostBeforeAStatementIsQueuedFailsTheBatchTransiently) {
   testing::ArticleOnPostgres article;
   std::vector<std::string> pid;
-  ASSERT_TRUE(article.store.Execute("select pg_backend_pid()", &pid).ok());
+  ASSERT_TRUE(article.postgres().Execute("select pg_backend_pid()", &pid).ok());
   ASSERT_EQ(1u, pid.size());
   // The server ends the store's connection; the store learns it on its
   // next statement, which is the batch's first lock (deferred, and not yet

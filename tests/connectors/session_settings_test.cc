@@ -40,7 +40,7 @@ TEST(SessionSettings, StandardConformingStringsIsPinnedOn) {
   ASSERT_TRUE(store.Execute("show standard_conforming_strings", &rows).ok());
   EXPECT_EQ(std::vector<std::string>{"on"}, rows);
   std::unique_ptr<AdministrationLock> lock;
-  ASSERT_TRUE(AdministrationLock::Acquire(config, conninfo, "test", &lock).ok());
+  ASSERT_TRUE(PostgresAdministrationLock::Acquire(config, conninfo, "test", &lock).ok());
 }
 
 // A peer that vanishes (packets lost, not refused) is noticed on both ends

@@ -14,12 +14,14 @@
 #include <pqxx/pqxx>
 #include <rapidjson/document.h>
 
+#include "connectors/postgres_admin.h"
 #include "connectors/postgres_store.h"
 #include "daemon/apply.h"
 #include "formats/decoder.h"
 #include "formats/format_registry.h"
 #include "projections/document_set.h"
 #include "projections/maintenance.h"
+#include "tests/article_changes.h"
 #include "tests/test_support.h"
 
 namespace denormd {
@@ -30,74 +32,15 @@ using testing::RunDenormd;
 using testing::SourcePath;
 using testing::Sql;
 
-// One change of the article config, made to its YAML text.
-struct ConfigChange {
-  const char* name;
-  std::function<void(std::string*)> edit;
-};
-
-void Replace(std::string* text, const std::string& from, const std::string& to) {
-  const size_t at = text->find(from);
-  ASSERT_NE(std::string::npos, at) << from;
-  text->replace(at, from.size(), to);
-}
-
-const std::vector<ConfigChange>& Changes() {
-  static const std::vector<ConfigChange> changes = {
-      {"AddFieldToEmbeddedSelect",
-       [](std::string* t) {
-         Replace(t, "select: [line1, line2, city, state, zip]",
-                 "select: [line1, line2, city, state, zip, country]");
-       }},
-      {"AddProjection",
-       [](std::string* t) {
-         Replace(t, "  stocks:\n    from: stock\n",
-                 "  stocks:\n    from: stock\n  book_titles:\n    from: book\n"
-                 "    include: [name]\n    fields:\n"
-                 "      publisher: {lookup: publisher, by: pubId, select: {name: name}}\n");
-       }},
-      {"ChangeViaRelation",
-       [](std::string* t) {
-         // The authors' books embedded through the same field, ordered by
-         // name: a new index relation (authorIds with a sort key).
-         Replace(t, "books: {ids: book, via: authorIds}",
-                 "books: {embed: book, via: authorIds, order_by: name, select: [id, name]}");
-       }},
-      {"RemoveProjection",
-       [](std::string* t) {
-         Replace(t, "  portfolios:                   # holdings stay references: a quote change "
-                    "touches one stock document\n    from: person\n"
-                    "    include: [firstName, lastName, holdings]\n",
-                 "");
-       }},
-      {"ChangeBucketSize", [](std::string* t) { Replace(t, "size: 100", "size: 7"); }},
-  };
-  return changes;
-}
-
-// The article config text on `schema`, with `edits` made.
-std::string ArticleText(const std::string& schema, const std::vector<const ConfigChange*>& edits) {
-  std::string text = ReadFile(SourcePath("tests/data/article/config.yaml"));
-  Replace(&text, "schema: article", "schema: " + schema);
-  for (const ConfigChange* change : edits) change->edit(&text);
-  return text;
-}
-
-Config Parse(const std::string& text) {
-  std::vector<ConfigError> errors;
-  std::optional<Config> config = ParseConfig(text, "test.yaml", &errors);
-  for (const ConfigError& error : errors) ADD_FAILURE() << error.ToString("test.yaml");
-  return config ? *config : Config();
-}
+using testing::ArticleText;
+using testing::Changes;
+using testing::ConfigChange;
+using testing::LogSlice;
+using testing::Parse;
+using testing::Replace;
 
 // The documents of `config`'s schema, with its bucket shapes.
-DocumentSet Read(const Config& config) {
-  DocumentSet set = EmptyDocumentSet(config);
-  for (auto& collection : testing::ReadCollections(config)) {
-    set.collections[collection.first] = std::move(collection.second);
-  }
-  return set;
-}
+DocumentSet Read(const Config& config) { return testing::ReadDocumentSet(config); }
 
 // What `denormd apply --json` / `plan --json` said of the documents.
 std::string DocumentsOf(const std::string& json_output) {
@@ -201,21 +144,6 @@ INSTANTIATE_TEST_SUITE_P(Changes, ApplyChange, ::testing::Range<size_t>(0, 5),
                          [](const ::testing::TestParamInfo<size_t>& info) {
                            return std::string(Changes()[info.param].name);
                          });
-
-// The events of a log file from line `from` (0-based) to `to` (exclusive),
-// as a file of their own.
-std::string LogSlice(const std::string& log, size_t from, size_t to, const std::string& name) {
-  const std::string text = ReadFile(log);
-  std::string out;
-  size_t line = 0;
-  for (size_t at = 0; at < text.size(); ++line) {
-    size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    if (line >= from && line < to) out += text.substr(at, end - at) + "\n";
-    at = end + 1;
-  }
-  return testing::WriteTempFile(name, out);
-}
 
 // Batches of the old config run while apply builds: between the build and
 // the catch-up, and between the catch-up and the switch. Their changes reach
@@ -555,7 +483,7 @@ TEST(Ownership, APlanThatWouldBuildIntoAnotherApplicationsTableIsRefused) {
 
 // The advisory lock's holder, by pg_locks (another connection than ours).
 std::vector<std::string> LockHolders(const std::string& schema) {
-  const uint64_t key = static_cast<uint64_t>(AdministrationLock::Key(schema));
+  const uint64_t key = static_cast<uint64_t>(PostgresAdministrationLock::Key(schema));
   return Sql("select pid from pg_locks where locktype = 'advisory' and granted and classid = " +
              std::to_string(key >> 32) + " and objid = " + std::to_string(key & 0xffffffffu));
 }
@@ -609,7 +537,7 @@ TEST(AdministrationLock, APlanDuringARebuildIsRefusedAndTouchesNothing) {
   ASSERT_FALSE(refs.empty());
   {
     std::unique_ptr<AdministrationLock> rebuilding;
-    ASSERT_TRUE(AdministrationLock::Acquire(Parse(v1_text), testing::TestPostgresUrl(), "rebuild",
+    ASSERT_TRUE(PostgresAdministrationLock::Acquire(Parse(v1_text), testing::TestPostgresUrl(), "rebuild",
                                             &rebuilding)
                     .ok());
     EXPECT_EQ(1u, LockHolders(schema).size());
@@ -760,7 +688,7 @@ TEST(ApplyJournal, AStaleApplyingMarkIsShownAndClearedByPrune) {
     // While an apply holds the lock, the mark is its own: status says it is
     // building and prune leaves it.
     std::unique_ptr<AdministrationLock> applying;
-    ASSERT_TRUE(AdministrationLock::Acquire(Parse(v1_text), testing::TestPostgresUrl(), "apply",
+    ASSERT_TRUE(PostgresAdministrationLock::Acquire(Parse(v1_text), testing::TestPostgresUrl(), "apply",
                                             &applying)
                     .ok());
     EXPECT_NE(std::string::npos, Denormd({"status", "-c", v1}).out.find("an apply is building ("));
