@@ -10,8 +10,7 @@ namespace {
 
 // The members "source", "partition" and "position" of a JSON row.
 void WritePositionMembers(JsonWriter& w, const SourcePosition& at) {
-  w.Key("source");
-  WriteJsonString(w, at.source);
+  WriteMember(w, "source", at.source);
   w.Key("partition");
   w.Int(at.partition);
   w.Key("position");
@@ -55,12 +54,9 @@ Status PostgresStreamLedger::SavePositions(const std::vector<PositionUpdate>& up
   for (const PositionUpdate& update : updates) {
     w.StartObject();
     WritePositionMembers(w, update.at);
-    w.Key("applied");
-    w.Uint64(update.applied);
-    w.Key("stale");
-    w.Uint64(update.stale);
-    w.Key("dead");
-    w.Uint64(update.dead);
+    WriteMember(w, "applied", update.applied);
+    WriteMember(w, "stale", update.stale);
+    WriteMember(w, "dead", update.dead);
     w.Key("fenced");
     w.Bool(update.expected_previous.has_value());
     w.Key("expected");
@@ -120,18 +116,12 @@ Status PostgresStreamLedger::RecordFanOuts(const std::vector<FanOutStat>& stats)
   w.StartArray();
   for (const FanOutStat& stat : stats) {
     w.StartObject();
-    w.Key("type");
-    WriteJsonString(w, stat.type);
-    w.Key("field");
-    WriteJsonString(w, stat.field);
-    w.Key("changes");
-    w.Uint64(stat.changes);
-    w.Key("documents");
-    w.Uint64(stat.documents);
-    w.Key("max_documents");
-    w.Uint64(stat.max_documents);
-    w.Key("max_id");
-    WriteJsonString(w, stat.max_id);
+    WriteMember(w, "type", stat.type);
+    WriteMember(w, "field", stat.field);
+    WriteMember(w, "changes", stat.changes);
+    WriteMember(w, "documents", stat.documents);
+    WriteMember(w, "max_documents", stat.max_documents);
+    WriteMember(w, "max_id", stat.max_id);
     w.EndObject();
   }
   w.EndArray();
@@ -182,10 +172,8 @@ Status PostgresStreamLedger::AddDeadLetters(const std::vector<DeadLetter>& lette
   for (const DeadLetter& letter : letters) {
     w.StartObject();
     WritePositionMembers(w, letter.at);
-    w.Key("raw");
-    WriteJsonString(w, HexEncode(letter.raw));
-    w.Key("reason");
-    WriteJsonString(w, letter.reason);
+    WriteMember(w, "raw", HexEncode(letter.raw));
+    WriteMember(w, "reason", letter.reason);
     w.EndObject();
   }
   w.EndArray();

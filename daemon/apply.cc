@@ -616,30 +616,23 @@ std::string ReportJson(const ReconfigureReport& r, bool plan) {
   w.StartObject();
   w.Key("command");
   w.String(plan ? "plan" : "apply");
-  w.Key("schema");
-  WriteJsonString(w, r.schema);
+  WriteMember(w, "schema", r.schema);
   w.Key("changes");
   w.Bool(r.changes() || !r.had_model);
-  w.Key("from_epoch");
-  w.Uint64(r.from_epoch);
+  WriteMember(w, "from_epoch", r.from_epoch);
   if (!plan) {
-    w.Key("to_epoch");
-    w.Uint64(r.to_epoch);
+    WriteMember(w, "to_epoch", r.to_epoch);
   }
-  w.Key("from_fingerprint");
-  WriteJsonString(w, r.from_fingerprint);
-  w.Key("to_fingerprint");
-  WriteJsonString(w, r.to_fingerprint);
+  WriteMember(w, "from_fingerprint", r.from_fingerprint);
+  WriteMember(w, "to_fingerprint", r.to_fingerprint);
   WriteStrings(w, "entities_added", r.change.entities_added);
   WriteStrings(w, "entities_removed", r.change.entities_removed);
   w.Key("projections");
   w.StartArray();
   for (const ProjectionChange& p : r.change.projections) {
     w.StartObject();
-    w.Key("name");
-    WriteJsonString(w, p.name);
-    w.Key("collection");
-    WriteJsonString(w, p.collection);
+    WriteMember(w, "name", p.name);
+    WriteMember(w, "collection", p.collection);
     w.Key("change");
     w.String(ProjectionChangeKindName(p.kind));
     WriteStrings(w, "details", p.details);
@@ -657,12 +650,9 @@ std::string ReportJson(const ReconfigureReport& r, bool plan) {
   for (const CollectionCounts& c : r.collections) {
     w.Key(c.collection.c_str());
     w.StartObject();
-    w.Key("written");
-    w.Uint64(c.written);
-    w.Key("deleted");
-    w.Uint64(c.deleted);
-    w.Key("unchanged");
-    w.Uint64(c.unchanged);
+    WriteMember(w, "written", c.written);
+    WriteMember(w, "deleted", c.deleted);
+    WriteMember(w, "unchanged", c.unchanged);
     w.Key("dropped");
     w.Bool(c.dropped);
     w.EndObject();
@@ -673,21 +663,16 @@ std::string ReportJson(const ReconfigureReport& r, bool plan) {
   w.EndObject();
   w.Key("total");
   w.StartObject();
-  w.Key("written");
-  w.Uint64(written);
-  w.Key("deleted");
-  w.Uint64(deleted);
-  w.Key("unchanged");
-  w.Uint64(unchanged);
+  WriteMember(w, "written", written);
+  WriteMember(w, "deleted", deleted);
+  WriteMember(w, "unchanged", unchanged);
   w.EndObject();
   w.Key("estimated");
   w.Bool(r.estimated);
   w.Key("sample");
   w.Double(r.sample);
-  w.Key("entities_reindexed");
-  w.Uint64(r.entities_reindexed);
-  w.Key("documents_built");
-  w.Uint64(r.documents_built);
+  WriteMember(w, "entities_reindexed", r.entities_reindexed);
+  WriteMember(w, "documents_built", r.documents_built);
   w.Key("index_seconds");
   w.Double(r.index_seconds);
   w.Key("build_seconds");
@@ -696,8 +681,7 @@ std::string ReportJson(const ReconfigureReport& r, bool plan) {
     w.Key("estimated_seconds");
     w.Double(r.estimated_seconds);
   } else {
-    w.Key("journal_changes");
-    w.Uint64(r.journal_changes);
+    WriteMember(w, "journal_changes", r.journal_changes);
     w.Key("switch_ms");
     w.Double(r.switch_ms);
   }
