@@ -7,6 +7,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "common/clock.h"
 #include "common/crash_point.h"
 #include "common/log.h"
 #include "common/retry.h"
@@ -26,11 +27,6 @@ constexpr int kTooLargeAttempts = 16;
 // (batch header, record framing), rounded up: a message counted with it
 // within feed.max_message_bytes fits a batch of that size.
 constexpr uint64_t kRecordFraming = 256;
-
-double UnixSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 void SleepUnless(const std::atomic<bool>& stopping, int ms) {
   const auto until = Clock::now() + std::chrono::milliseconds(ms);

@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/process.h"
 #include "common/retry.h"
@@ -86,11 +87,6 @@ std::string OneLine(const std::string& text) {
   }
   while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
-}
-
-double UnixSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // Sleeps up to `ms`, waking early on a stop request; keeps the watchdog fed.

@@ -1,21 +1,17 @@
 #include "projections/memory_admin.h"
 
 #include <algorithm>
-#include <chrono>
 #include <iterator>
 #include <map>
 #include <tuple>
 
+#include "common/clock.h"
 #include "projections/json.h"
 #include "projections/projection_plan.h"
 
 namespace denormd {
 
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 bool EndsWith(const std::string& text, const std::string& suffix) {
   return text.size() > suffix.size() &&
@@ -169,7 +165,7 @@ Status MemoryAdministration::Prune(const RetentionConfig& retention, size_t /*ch
   const auto told = [&] {
     if (progress) progress(*report);
   };
-  const double now = Now();
+  const double now = UnixSeconds();
   if (retention.tombstone_hours > 0 && !stopped()) {
     const double horizon = now - static_cast<double>(retention.tombstone_hours) * 3600;
     for (auto it = state_.entities.begin(); it != state_.entities.end();) {
@@ -355,7 +351,7 @@ Status MemoryAdministration::SwitchModel(StoreTransaction& /*txn*/, const ModelS
       row.pk = doc.pk;
       if (!deleted) row.doc = doc.json;
       row.source = change.capture_source;
-      row.captured_at = Now();
+      row.captured_at = UnixSeconds();
       state_.outbox.push_back(std::move(row));
     };
     for (const auto& entry : built) {

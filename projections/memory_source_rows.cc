@@ -1,5 +1,6 @@
 #include "projections/memory_source_rows.h"
 
+#include "common/clock.h"
 #include "projections/memory_work.h"
 
 namespace denormd {
@@ -34,7 +35,7 @@ Status MemorySourceRows::WriteEntities(const std::vector<EntityWrite>& writes) {
     for (const ReferenceRow& row : write.added) work_.AddIndexRow(key, row, &rows);
     state.entities[key] = write.record;
     work_.Remember(&state.updated_at, key);
-    state.updated_at[key] = MemoryWork::Now();
+    state.updated_at[key] = UnixSeconds();
   }
   return Status::Ok();
 }

@@ -1,8 +1,8 @@
 #include "projections/memory_store.h"
 
 #include <algorithm>
-#include <chrono>
 
+#include "common/clock.h"
 #include "projections/memory_bucket_tables.h"
 #include "projections/memory_document_tables.h"
 #include "projections/memory_reference_index.h"
@@ -128,9 +128,7 @@ Status MemoryOutbox::Lag(OutboxLag* out) {
   out->rows = state.outbox.size();
   out->oldest_seconds = 0;
   if (!state.outbox.empty()) {
-    const double now =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    out->oldest_seconds = std::max(0.0, now - state.outbox.front().captured_at);
+    out->oldest_seconds = std::max(0.0, UnixSeconds() - state.outbox.front().captured_at);
   }
   return Status::Ok();
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "projections/memory_work.h"
 
 namespace denormd {
@@ -70,7 +71,7 @@ Status MemoryStreamLedger::AddDeadLetters(const std::vector<DeadLetter>& letters
     state->dead_letters_received_at.resize(size);
   });
   state->dead_letters.insert(state->dead_letters.end(), letters.begin(), letters.end());
-  state->dead_letters_received_at.resize(state->dead_letters.size(), MemoryWork::Now());
+  state->dead_letters_received_at.resize(state->dead_letters.size(), UnixSeconds());
   return Status::Ok();
 }
 

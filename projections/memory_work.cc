@@ -1,14 +1,10 @@
 #include "projections/memory_work.h"
 
 #include <algorithm>
-#include <chrono>
+
+#include "common/clock.h"
 
 namespace denormd {
-
-double MemoryWork::Now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 void MemoryWork::Undo() {
   for (auto undo = undo_.rbegin(); undo != undo_.rend(); ++undo) (*undo)();
@@ -48,7 +44,7 @@ void MemoryWork::Capture(const std::string& collection, const std::string& id,
   row.pk = pk;
   row.doc = doc;
   row.source = source_;
-  row.captured_at = Now();
+  row.captured_at = UnixSeconds();
   state_.outbox.push_back(std::move(row));
 }
 

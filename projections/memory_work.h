@@ -37,10 +37,6 @@ class MemoryWork {
 
   MemoryState& state() { return state_; }
 
-  // Unix time in seconds: when a record is written, a dead letter received
-  // and a change captured.
-  static double Now();
-
   // Keeps every write made so far: nothing is undone for them.
   void Commit() { undo_.clear(); }
   // Undoes every write not committed, newest first.
