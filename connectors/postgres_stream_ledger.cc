@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "connectors/postgres_work.h"
+#include "projections/fanout_json.h"
 
 namespace denormd {
 
@@ -116,12 +117,7 @@ Status PostgresStreamLedger::RecordFanOuts(const std::vector<FanOutStat>& stats)
   w.StartArray();
   for (const FanOutStat& stat : stats) {
     w.StartObject();
-    WriteMember(w, "type", stat.type);
-    WriteMember(w, "field", stat.field);
-    WriteMember(w, "changes", stat.changes);
-    WriteMember(w, "documents", stat.documents);
-    WriteMember(w, "max_documents", stat.max_documents);
-    WriteMember(w, "max_id", stat.max_id);
+    WriteFanOutStatMembers(w, stat);
     w.EndObject();
   }
   w.EndArray();

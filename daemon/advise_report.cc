@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/text.h"
+#include "projections/fanout_json.h"
 #include "projections/json_writer.h"
 
 namespace denormd {
@@ -285,12 +286,7 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
   w.StartArray();
   for (const FanOutStat& o : advice.observed) {
     w.StartObject();
-    WriteMember(w, "type", o.type);
-    WriteMember(w, "field", o.field);
-    WriteMember(w, "changes", o.changes);
-    WriteMember(w, "documents", o.documents);
-    WriteMember(w, "max_documents", o.max_documents);
-    WriteMember(w, "max_id", o.max_id);
+    WriteFanOutStatMembers(w, o);
     WriteMember(w, "seconds", advice.observed_seconds);
     w.EndObject();
   }

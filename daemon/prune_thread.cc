@@ -25,11 +25,9 @@ PruneThread::~PruneThread() { Stop(); }
 
 void PruneThread::StartIfDue(const RetentionConfig& retention) {
   if (retention.interval_s == 0 || running_.load() || stop_.load()) return;
-  if (std::chrono::steady_clock::now() - last_end_ < std::chrono::seconds(retention.interval_s)) {
-    return;
-  }
-  if (thread_.joinable()) thread_.join();  // the last prune's, ended
   const auto now = std::chrono::steady_clock::now();
+  if (now - last_end_ < std::chrono::seconds(retention.interval_s)) return;
+  if (thread_.joinable()) thread_.join();  // the last prune's, ended
   RetentionConfig this_prune = RetentionForPruneAt(retention, last_tombstone_sweep_, now);
   if (this_prune.tombstone_hours > 0) last_tombstone_sweep_ = now;
   running_.store(true);
