@@ -1,9 +1,11 @@
 #include "common/process.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 
+#include <malloc.h>
 #include <sys/resource.h>
 
 namespace denormd {
@@ -21,6 +23,16 @@ int64_t PeakRssKib() {
   struct rusage usage = {};
   getrusage(RUSAGE_SELF, &usage);
   return usage.ru_maxrss;
+}
+
+bool ConfigureAllocator(const char* glibc_tunables, const AllocatorSettings& settings) {
+  if (glibc_tunables != nullptr && std::strstr(glibc_tunables, "glibc.malloc.") != nullptr) {
+    return false;
+  }
+  // Each call fixes its threshold, which also ends glibc's raising of it.
+  return mallopt(M_ARENA_MAX, settings.arena_max) == 1 &&
+         mallopt(M_TRIM_THRESHOLD, settings.trim_threshold_bytes) == 1 &&
+         mallopt(M_MMAP_THRESHOLD, settings.mmap_threshold_bytes) == 1;
 }
 
 }  // namespace denormd

@@ -1,9 +1,11 @@
 // denormd: the executable. Everything else lives in denormd_core.
 #include <sys/resource.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "common/process.h"
 #include "common/text.h"
 #include "daemon/cli.h"
 
@@ -25,6 +27,7 @@ void RaiseOpenFilesLimit() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  denormd::ConfigureAllocator(std::getenv("GLIBC_TUNABLES"));
   RaiseOpenFilesLimit();
   if (argc > 0) denormd::SetCommandName(argv[0]);
   std::vector<std::string> args(argv + 1, argv + argc);
