@@ -344,15 +344,9 @@ Status MemoryAdministration::SwitchModel(StoreTransaction& /*txn*/, const ModelS
     const auto live = ByIdentity(state_, collection);
     const auto built = ByIdentity(state_, collection + change.suffix);
     auto capture = [&](const MemoryState::Document& doc, bool deleted) {
-      OutboxRow row;
-      row.seq = ++state_.outbox_seq;
-      row.collection = collection;
-      row.id = doc.id;
-      row.pk = doc.pk;
-      if (!deleted) row.doc = doc.json;
-      row.source = change.capture_source;
-      row.captured_at = UnixSeconds();
-      state_.outbox.push_back(std::move(row));
+      state_.AppendToOutbox(collection, doc.id, doc.pk,
+                            deleted ? std::nullopt : std::optional<std::string>(doc.json),
+                            change.capture_source);
     };
     for (const auto& entry : built) {
       auto match = live.find(entry.first);

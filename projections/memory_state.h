@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "projections/outbox.h"
 #include "projections/store.h"
 #include "projections/store_admin.h"
@@ -74,6 +75,23 @@ struct MemoryState {
   std::string index_fingerprint;
   std::deque<SourceRows::JournaledChange> journal;
   bool administration_locked = false;
+
+  // Appends one document change to the outbox: the next seq, captured now
+  // (`doc` absent: the document was deleted). A batch (MemoryWork::Capture)
+  // and apply's switch (MemoryAdministration) capture through it.
+  void AppendToOutbox(const std::string& collection, const std::string& id,
+                      const std::optional<std::string>& pk,
+                      const std::optional<std::string>& doc, const std::string& source) {
+    OutboxRow row;
+    row.seq = ++outbox_seq;
+    row.collection = collection;
+    row.id = id;
+    row.pk = pk;
+    row.doc = doc;
+    row.source = source;
+    row.captured_at = UnixSeconds();
+    outbox.push_back(std::move(row));
+  }
 };
 
 }  // namespace denormd

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "common/clock.h"
-
 namespace denormd {
 
 void MemoryWork::Undo() {
@@ -37,15 +35,7 @@ void MemoryWork::Capture(const std::string& collection, const std::string& id,
   if (!state_.published.count(collection)) return;
   const size_t size = state_.outbox.size();
   undo_.push_back([this, size] { state_.outbox.resize(size); });
-  OutboxRow row;
-  row.seq = ++state_.outbox_seq;
-  row.collection = collection;
-  row.id = id;
-  row.pk = pk;
-  row.doc = doc;
-  row.source = source_;
-  row.captured_at = UnixSeconds();
-  state_.outbox.push_back(std::move(row));
+  state_.AppendToOutbox(collection, id, pk, doc, source_);
 }
 
 bool MemoryWork::IndexErase(const IndexTarget& target, const IndexKey& key) {
