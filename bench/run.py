@@ -65,6 +65,7 @@ Examples:
 
 import argparse
 import os
+import signal
 import sys
 from datetime import datetime
 
@@ -81,7 +82,17 @@ from harness.store import SCHEMAS, drop_schema  # noqa: E402
 from harness.workload import GEN_DEFAULTS, Workload, workload  # noqa: E402
 
 
+def stop_on_sigterm(signum, frame):
+    """SIGTERM (and SIGINT where the shell started the run with it ignored, as a background
+    job's) ends the run as Ctrl-C does: every daemon, producer and service it started is
+    stopped by the `finally` blocks on the way out, not left running."""
+    raise KeyboardInterrupt
+
+
 def main():
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, stop_on_sigterm)
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("workload (passed to bench/generate_workload.py)")

@@ -240,9 +240,11 @@ def start_service(env, name, started):
     (a service the run did not start is left running at the end)."""
     script = os.path.join(REPO, "scripts", f"{name}.sh")
     was_running = env.run([script, "status"], f"{name}.sh status", check=False).returncode == 0
-    env.run([script, "start"], f"{name}.sh start")
     if not was_running:
+        # Recorded before it starts: a run interrupted while the script starts it still
+        # stops it (stopping a service that did not start is harmless).
         started.append(name)
+    env.run([script, "start"], f"{name}.sh start")
 
 
 def stop_services(env, started):
