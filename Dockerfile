@@ -11,11 +11,12 @@
 # docker-compose.yml at the repository root runs it with Kafka and PostgreSQL.
 
 # ---- build stage: compile the daemon against Debian bookworm's libraries ----
+# (GoogleTest and python3 only because configuring the project registers its tests.)
 FROM debian:bookworm AS build
 
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      g++ cmake ninja-build pkg-config \
+      g++ cmake ninja-build pkg-config python3 \
       libpqxx-dev librdkafka-dev rapidjson-dev libyaml-cpp-dev libgtest-dev \
  && rm -rf /var/lib/apt/lists/*
 

@@ -105,8 +105,14 @@ cluster_id() {
   local file="$STATE_DIR/kafka-cluster.id"
   if [[ ! -s "$file" ]]; then
     mkdir -p "$STATE_DIR"
-    # 16 random bytes, base64url without padding: Kafka's Uuid form.
-    head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' >"$file"
+    # 16 random bytes, base64url without padding: Kafka's Uuid form. Like
+    # Kafka's own Uuid.randomUuid, never one that begins with '-': the storage
+    # tool would read it as an option ("--cluster-id: expected one argument").
+    local id="-"
+    while [[ "$id" == -* ]]; do
+      id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    done
+    echo "$id" >"$file"
   fi
   cat "$file"
 }

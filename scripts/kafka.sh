@@ -215,6 +215,8 @@ cmd_start() {
   if [[ ! -f "$DATA_DIR/meta.properties" ]]; then
     local cluster_id
     cluster_id="${DENORMD_KAFKA_CLUSTER_ID:-}"
+    [[ "$cluster_id" != -* ]] ||
+      die "DENORMD_KAFKA_CLUSTER_ID '$cluster_id' begins with '-', which Kafka's storage tool reads as an option; Kafka's own ids never do"
     [[ -n "$cluster_id" ]] ||
       cluster_id="$(storage_tool random-uuid)" || die "StorageTool random-uuid failed; see $LOG_DIR/tools.log"
     log "formatting $DATA_DIR (cluster id $cluster_id)"
