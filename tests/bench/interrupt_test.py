@@ -6,8 +6,9 @@ stopped and the run exits 130. Before, SIGTERM killed the harness alone and left
 PostgreSQL, Kafka and denormd running, and SIGINT did nothing.
 
 Starts the harness's own PostgreSQL (no Kafka: --skip-kafka) in a temporary state
-directory on a port of its own, signals the harness once that PostgreSQL accepts
-connections, and checks that no process of that state directory is left.
+directory on a port of its own, signals the harness once that PostgreSQL has written
+its postmaster.pid (the harness may still be inside `postgres.sh start`), and checks that
+no process of that state directory is left.
 
 Usage: interrupt_test.py REPO
 """
