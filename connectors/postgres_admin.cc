@@ -1,6 +1,7 @@
 #include "connectors/postgres_admin.h"
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 
 #include <pqxx/pqxx>
@@ -17,10 +18,6 @@ namespace {
 // changed makes another document).
 constexpr const char* kSameDocument =
     " l.projection = s.projection and l.id = s.id and coalesce(l.pk, '') = coalesce(s.pk, '')";
-
-// The indexes CreateTables makes for a collection, by name suffix.
-const char* const kCollectionIndexSuffixes[] = {"_by_pk", "_by_lo", "_by_seq", "_by_number",
-                                                "_key"};
 
 std::string Ident(const std::string& name) {
   std::string out = "\"";
@@ -357,7 +354,11 @@ Status PostgresStore::SwitchModel(StoreTransaction& txn, const ModelSwitch& chan
     sql += "drop table if exists " + Table(collection) + ";";
     sql += "alter table " + Table(collection + change.suffix) + " rename to " + Ident(collection) +
            ";";
-    for (const char* index : kCollectionIndexSuffixes) {
+    std::vector<const char*> indexes(std::begin(kCollectionIndexSuffixes),
+                                     std::end(kCollectionIndexSuffixes));
+    indexes.insert(indexes.end(), std::begin(kSharedCollectionIndexSuffixes),
+                   std::end(kSharedCollectionIndexSuffixes));
+    for (const char* index : indexes) {
       sql += "alter index if exists " + schema + "." + Ident(collection + change.suffix + index) +
              " rename to " + Ident(collection + index) + ";";
     }

@@ -50,6 +50,15 @@ Status Guard(const std::string& what, F&& body) {
   }
 }
 
+// The indexes of a collection's table, by name suffix: every collection's,
+// and those only a collection several projections share has (its key
+// (coalesce(pk, ''), id), and its ids, by which a batch finds a document
+// whose partition key it does not know). postgres_store.cc creates and owns
+// them; `denormd apply` renames those of a table it rebuilt.
+inline constexpr const char* kCollectionIndexSuffixes[] = {"_by_pk", "_by_lo", "_by_seq",
+                                                           "_by_number"};
+inline constexpr const char* kSharedCollectionIndexSuffixes[] = {"_key", "_by_id"};
+
 // PostgreSQL array literals: {"a","b\"c"} and {1,-2,3}.
 std::string PgTextArray(const std::vector<std::string>& values);
 std::string PgBigintArray(const std::vector<int64_t>& values);

@@ -314,10 +314,11 @@ std::vector<std::pair<std::string, bool>> PostgresStore::OwnedRelations(
   }
   for (const std::string& collection : collections) {
     out.emplace_back(collection, false);
-    for (const char* index : {"_by_pk", "_by_lo", "_by_seq", "_by_number"}) {
+    for (const char* index : kCollectionIndexSuffixes) out.emplace_back(collection + index, true);
+    if (!SharedCollection(config_, collection)) continue;
+    for (const char* index : kSharedCollectionIndexSuffixes) {
       out.emplace_back(collection + index, true);
     }
-    if (SharedCollection(config_, collection)) out.emplace_back(collection + "_key", true);
   }
   return out;
 }
@@ -481,6 +482,12 @@ Status PostgresStore::CreateTables(bool with_collections) {
       if (shared) {
         work.exec("create unique index if not exists " + work.quote_name(collection + "_key") +
                   " on " + table + " ((coalesce(pk, '')), id)");
+        // A document's id without its partition key (a batch moving a
+        // document to another key, loading or deleting documents by id):
+        // the key's second column cannot find it without reading the
+        // whole key.
+        work.exec("create index if not exists " + work.quote_name(collection + "_by_id") +
+                  " on " + table + " (id)");
       }
       work.exec("alter table " + table +
                 " add column if not exists seq bigint, add column if not exists number bigint,"
