@@ -251,15 +251,24 @@ class SoakStream:
 class Producer(threading.Thread):
     """Sends stream.next() at `rate` per second until `seconds` have passed or stop is set,
     as kafka_produce.produce_at_rate does (each record stamped with the moment it became
-    due, so a producer behind schedule counts against freshness), at most 2,000 records per
-    request. sent, elapsed, max_lag and error are read by the sampler.
+    due, so a producer behind schedule counts against freshness), what has become due every
+    `send_ms` milliseconds, at most 2,000 records per request. sent, elapsed, max_lag and
+    error are read by the sampler.
+
+    send_ms: the broker runs on the same two cores as the daemon and PostgreSQL. Sending
+    whenever a record became due (a request of a record or two every half millisecond at
+    1,900 events/s) made the broker take half a core (0.50-0.53, against 0.11 while the
+    closed-loop measurement sent 2,000 a request), which the daemon's batches then waited
+    for; a producer batches (librdkafka waits linger.ms, 5 ms by default, and sends what
+    gathered), and the delay is counted in the freshness (the stamps are the due times).
 
     With rate None it runs closed-loop instead (the sustained-rate measurement): it sends
     whenever fewer than `limit` events have been sent, `limit` being raised by the caller
     as the daemon commits, so that a fixed backlog stays ahead of the daemon."""
 
-    def __init__(self, brokers, topic, stream, rate, seconds):
+    def __init__(self, brokers, topic, stream, rate, seconds, send_ms=5):
         super().__init__(daemon=True)
+        self.send_s = send_ms / 1000
         self.producer = kafka_produce.Producer(brokers, topic, 4)
         self.stream, self.rate, self.seconds = stream, rate, seconds
         self.stop = threading.Event()
@@ -294,7 +303,7 @@ class Producer(threading.Thread):
                         batch.append((int((start + j / self.rate) * 1000), key, line))
                     self.producer.send(batch)
                     i = self.sent = n
-                time.sleep(max(0.0, min(0.005, start + i / self.rate - time.time())))
+                time.sleep(max(0.0, now + self.send_s - time.time()))
             self.elapsed = time.time() - start
         except Exception as e:  # reported by the sampler
             self.error = f"{type(e).__name__}: {e}"
@@ -416,8 +425,9 @@ def run(env, results, changes, n_changes, sizes, ref, run_id, wdir):
         text = d.metrics()  # the intervals' differences start here
         before = {"age": histogram(text, "denormd_event_age_seconds"), "cpu": cpu_seconds(),
                   "batch_count": metric_value(text, "denormd_batch_duration_seconds_count") or 0,
-                  "batch_sum": metric_value(text, "denormd_batch_duration_seconds_sum") or 0}
-        producer = Producer(env.brokers, topic, stream, rate, seconds)
+                  "batch_sum": metric_value(text, "denormd_batch_duration_seconds_sum") or 0,
+                  "work": work_counters(text)}
+        producer = Producer(env.brokers, topic, stream, rate, seconds, args.soak_send_ms)
         producer.base = base_sent  # the measurement's events, already applied
         producer.start()
         while producer.start_time is None and producer.is_alive():
@@ -447,7 +457,8 @@ def run(env, results, changes, n_changes, sizes, ref, run_id, wdir):
                     f"{fmt_ms(s['batch_mean'])}, sent {s['sent']:,}, committed "
                     f"{s['committed']:,}, outbox {s['outbox_rows']}, tables "
                     + ", ".join(f"{g} {s['groups'][g]['bytes'] / 2**20:.0f}" for g in GROUPS)
-                    + f" MiB; load {s['loadavg']:.1f}, harness CPU {s['harness_cpu']:.0%}")
+                    + f" MiB; load {s['loadavg']:.1f}, harness CPU {s['harness_cpu']:.0%}; "
+                    + fmt_work(s["work"]))
         producer.stop.set()
         producer.join(30)
         r.update({"sent": producer.sent, "sent_before": base_sent, "elapsed": producer.elapsed,
@@ -492,6 +503,7 @@ def measure_sustained(env, d, schema, topic, stream, args):
     producer.limit = SUSTAINED_BACKLOG
     producer.start()
     points = []  # (seconds since start, committed)
+    work = []  # work_counters at the first point after the warm-up, and at the end
     start = time.time()
     try:
         while time.time() - start < seconds:
@@ -502,6 +514,8 @@ def measure_sustained(env, d, schema, topic, stream, args):
                 raise BenchError(f"soak: the producer failed: {producer.error}")
             committed = positions_total(env, schema, topic)
             points.append((time.time() - start, committed))
+            if not work and points[-1][0] >= warmup:
+                work.append(work_counters(d.metrics()))
             producer.limit = committed + SUSTAINED_BACKLOG
             if len(points) > 60 and len(points) % 60 == 1:
                 a = points[-61]
@@ -514,6 +528,10 @@ def measure_sustained(env, d, schema, topic, stream, args):
         producer.join(30)
     if producer.error:
         raise BenchError(f"soak: the producer failed: {producer.error}")
+    text = d.metrics()
+    now = work_counters(text)
+    w = work_between(work[0] if work else now, now)
+    outbox = int(metric_value(text, "denormd_feed_outbox_rows") or 0)
     t0, c0 = next(p for p in points if p[0] >= warmup)
     t1, c1 = points[-1]
     minutes = []
@@ -523,9 +541,11 @@ def measure_sustained(env, d, schema, topic, stream, args):
     wait_applied(env, d, schema, topic, producer.sent,
                  "the daemon did not drain the measurement's backlog")
     log(f"soak: sustained {rate:,.0f} events/s over {t1 - t0:.0f} s (per minute: "
-        + ", ".join(f"{m:,}" for m in minutes) + f"); {producer.sent:,} events sent, drained")
+        + ", ".join(f"{m:,}" for m in minutes) + f"); {producer.sent:,} events sent, drained; "
+        + f"after the warm-up {fmt_work(w)}; outbox at the end {outbox:,} rows")
     return {"rate": rate, "window": t1 - t0, "sent": producer.sent, "minutes": minutes,
-            "backlog": SUSTAINED_BACKLOG, "seconds": seconds, "warmup": warmup}
+            "backlog": SUSTAINED_BACKLOG, "seconds": seconds, "warmup": warmup, "work": w,
+            "outbox_rows_at_end": outbox}
 
 
 def wait_applied(env, d, schema, topic, count, failure, outbox=False):
@@ -548,6 +568,40 @@ def wait_applied(env, d, schema, topic, count, failure, outbox=False):
 def cpu_seconds():
     t = os.times()
     return t.user + t.system
+
+
+WORK_COUNTERS = {"batches": "denormd_batch_duration_seconds_count",
+                 "batch_seconds": "denormd_batch_duration_seconds_sum",
+                 "events": "denormd_events_applied_total",
+                 "documents": "denormd_documents_written_total",
+                 "round_trips": "denormd_store_round_trips_total"}
+
+
+def work_counters(text):
+    """The daemon's work so far, from a /metrics scrape (WORK_COUNTERS)."""
+    return {k: metric_value(text, name) or 0 for k, name in WORK_COUNTERS.items()}
+
+
+def work_between(before, after):
+    """What a batch was between two work_counters: events, documents written per event,
+    round trips and seconds (None without a batch)."""
+    d = {k: after[k] - before[k] for k in WORK_COUNTERS}
+    if not d["batches"]:
+        return {"events_per_batch": None, "documents_per_event": None,
+                "round_trips_per_batch": None, "seconds_per_batch": None}
+    return {"events_per_batch": d["events"] / d["batches"],
+            "documents_per_event": d["documents"] / d["events"] if d["events"] else None,
+            "round_trips_per_batch": d["round_trips"] / d["batches"],
+            "seconds_per_batch": d["batch_seconds"] / d["batches"]}
+
+
+def fmt_work(w):
+    if w["events_per_batch"] is None:
+        return "no batch"
+    return (f"{w['events_per_batch']:,.0f} events per batch, {w['seconds_per_batch'] * 1000:,.0f} ms "
+            f"({w['seconds_per_batch'] * 1000 / w['events_per_batch']:.3f} ms per event), "
+            f"{w['documents_per_event']:.2f} documents per event, "
+            f"{w['round_trips_per_batch']:.1f} round trips per batch")
 
 
 def sample(env, d, schema, topic, producer, start, before):
@@ -578,6 +632,10 @@ def sample(env, d, schema, topic, producer, start, before):
          "xmin_age": int(env.scalar("select coalesce(max(age(backend_xmin)), 0) "
                                     "from pg_stat_activity") or 0)}
     s["behind"] = s["sent"] - s["committed"]
+    work = work_counters(text)
+    if "work" in before:
+        s["work"] = work_between(before["work"], work)
+    before["work"] = work
     s["groups"], s["tables"] = table_stats(env, schema)
     # entities' rows, and of them the tombstones (deleted entities, kept for
     # retention.tombstone_hours): exact counts, one scan
