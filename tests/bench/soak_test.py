@@ -2,7 +2,8 @@
 """bench/soak.py without services: the soak stream continues a workload validly (each
 event one version above its entity's last, patches and deletes of live entities only,
 upserts of new ids only, the same event shapes as changes.jsonl, the live store keeping
-its size), and the verdicts, table and plot follow from samples.
+its size), the producer sends what became due in one request per send interval, and the
+verdicts, table and plot follow from samples.
 
 Usage: soak_test.py REPO
 """
@@ -135,7 +136,54 @@ def check_report_and_plot(tmp, samples):
     assert "A SHORT soak" in text and "| 6.0 | 100 |" in text, text
 
 
+class RecordingProducer:
+    """kafka_produce.Producer's interface, keeping each request's records."""
+
+    def __init__(self, brokers, topic, partitions):
+        self.requests = []
+
+    def send(self, records):
+        self.requests.append(list(records))
+
+    def close(self):
+        pass
+
+
+class CountingStream:
+    def __init__(self):
+        self.n = 0
+
+    def next(self):
+        self.n += 1
+        return (b"k%d" % self.n, b"{}")
+
+
+def check_producer():
+    """At 2,000 events/s for a second with a 50 ms send interval: every record sent once,
+    stamped with the moment it became due, in requests at least 50 ms apart (a loop that
+    sleeps the interval after each send cannot send more often), so no more than 21 and of
+    about 100 records; the producer that sent whenever a record became due made one of
+    a record or two."""
+    real = soak.kafka_produce.Producer
+    soak.kafka_produce.Producer = RecordingProducer
+    try:
+        p = soak.Producer("broker:1", "topic", CountingStream(), 2000.0, 1.0, send_ms=50)
+        p.run()  # in this thread: returns after its second
+    finally:
+        soak.kafka_produce.Producer = real
+    assert p.error is None, p.error
+    requests = p.producer.requests
+    records = [r for request in requests for r in request]
+    assert len(records) == p.sent and 1000 <= p.sent <= 2001, (p.sent, len(records))
+    assert [r[1] for r in records] == [b"k%d" % (i + 1) for i in range(len(records))]
+    start_ms = records[0][0]
+    for i, r in enumerate(records):  # due at start + i / rate
+        assert abs(r[0] - (start_ms + i / 2.0)) <= 1, (i, r[0], start_ms)
+    assert len(requests) <= 21, f"{len(requests)} requests for {len(records)} records"
+
+
 def main():
+    check_producer()
     with tempfile.TemporaryDirectory() as tmp:
         check_stream(tmp)
         samples = check_verdicts()
