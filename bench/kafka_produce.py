@@ -190,7 +190,11 @@ def key_of(line):
 
 
 def produce_at_rate(producer, lines, rate, seconds, tick=0.005, stop=None):
-    """Sends lines at `rate` per second for at most `seconds` (or until lines run out).
+    """Sends lines at `rate` per second for at most `seconds` (or until lines run out), each
+    stamped with the moment it became due: what has become due in one request every `tick`
+    seconds (as a producer gathers records for linger.ms, librdkafka's 5 ms by default), or,
+    with tick 0, whenever a record becomes due (a request of a record or two: the broker's
+    CPU then grows with the rate, on cores it may share with what is measured).
 
     Returns (sent, elapsed seconds, max lag seconds behind schedule)."""
     start = time.time()
@@ -211,8 +215,10 @@ def produce_at_rate(producer, lines, rate, seconds, tick=0.005, stop=None):
             max_lag = max(max_lag, now - (start + i / rate))
             producer.send(batch)
             i = due
-        next_due = start + i / rate
-        time.sleep(max(0.0, min(tick, next_due - time.time())))
+        if tick > 0:
+            time.sleep(max(0.0, now + tick - time.time()))
+        else:
+            time.sleep(max(0.0, start + i / rate - time.time()))
     return i, time.time() - start, max_lag
 
 

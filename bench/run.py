@@ -156,6 +156,12 @@ def main():
                         "measured CHANGES events/s, a new daemon each (default 0.1,0.2,0.5)")
     g.add_argument("--freshness-seconds", type=float, default=30,
                    help="how long to produce at that rate (default 30)")
+    g.add_argument("--freshness-send-ms", type=float, default=5, metavar="MS",
+                   help="the rate producers (freshness, the feed's delay, the Kafka Streams "
+                        "peer's freshness) send what has become due every MS milliseconds, "
+                        "each record stamped with the moment it became due (default 5, "
+                        "librdkafka's linger.ms; 0: a request whenever a record becomes due, "
+                        "as before 2026-11-28)")
     g.add_argument("--scale-small", type=float, default=0.1, metavar="F",
                    help="the scaling run's store: F x the entity counts, same change-stream "
                         "length (default 0.1; 0: skip)")

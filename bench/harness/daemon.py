@@ -142,9 +142,11 @@ def event_age(text, empty):
 
 def produce(env, topic, lines, rate, seconds, stop, **options):
     """lines into the 4-partition topic at `rate` per second for at most `seconds`, on a
-    producer of their own (kafka_produce.py); (sent, elapsed seconds, max lag)."""
+    producer of their own (kafka_produce.py), what became due every --freshness-send-ms;
+    (sent, elapsed seconds, max lag)."""
     producer = kafka_produce.Producer(env.brokers, topic, 4, **options)
-    result = kafka_produce.produce_at_rate(producer, lines, rate, seconds, stop=stop)
+    result = kafka_produce.produce_at_rate(producer, lines, rate, seconds,
+                                           tick=env.args.freshness_send_ms / 1000, stop=stop)
     producer.close()
     return result
 
