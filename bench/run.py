@@ -191,7 +191,8 @@ def main():
     g.add_argument("--soak-send-ms", type=float, default=50, metavar="MS",
                    help="the soak's producer sends what has become due every MS milliseconds, "
                         "each record stamped with the moment it became due (default 50; the "
-                        "broker shares this machine's cores: at 5 ms it took half a core)")
+                        "broker shares this machine's cores: a request whenever a record became "
+                        "due, as before 2026-11-28, took it half a core)")
     g.add_argument("--soak-retention-interval", type=int, default=0, metavar="S",
                    help="the soak daemon's retention.interval_s (how often it prunes lock "
                         "rows, zero counters and old tombstones; default: denormd's, 300)")
