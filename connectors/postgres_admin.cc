@@ -112,6 +112,22 @@ Status PostgresStore::Prune(const RetentionConfig& retention, size_t chunk_rows,
                             const std::function<void(const PruneReport&)>& progress,
                             const std::function<bool()>& stop) {
   DENORMD_RETURN_IF_ERROR(Connect());
+  // Every chunk commits, and a batch may be waiting for its rows: without
+  // waiting for the WAL flush, it lets go sooner. A chunk lost to a crash
+  // removed rows the next prune removes again.
+  DENORMD_RETURN_IF_ERROR(Guard("pruning", [&] {
+    pqxx::nontransaction(connection_->pq).exec("set synchronous_commit = off");
+  }));
+  struct RestoreCommitDurability {
+    pqxx::connection& pq;
+    ~RestoreCommitDurability() {
+      try {
+        if (pq.is_open()) pqxx::nontransaction(pq).exec("reset synchronous_commit");
+      } catch (const std::exception&) {
+        // The connection broke: the next Connect opens another.
+      }
+    }
+  } restore{connection_->pq};
   const std::string s = connection_->pq.quote_name(config_.store.schema);
   const std::string limit = std::to_string(std::max<size_t>(chunk_rows, 1));
   const auto stopped = [&] { return stop && stop(); };
@@ -185,7 +201,7 @@ Status PostgresStore::Prune(const RetentionConfig& retention, size_t chunk_rows,
   DENORMD_RETURN_IF_ERROR(sweep(
       "pruning lock rows",
       "with c as (select key from " + s + ".locks where ($1::bigint is null or key > $1)"
-      " order by key limit " + std::to_string(kLockRowsPerChunk) + "),"
+      " order by key limit " + std::to_string(std::max<size_t>(std::min(chunk_rows, kLockRowsPerChunk), 1)) + "),"
       " doomed as (select l.key from " + s + ".locks l join c using (key)"
       " for update of l skip locked),"
       " gone as (delete from " + s + ".locks l using doomed d where l.key = d.key returning 1)"

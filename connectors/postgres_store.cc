@@ -582,22 +582,7 @@ Status PostgresStore::Begin(std::unique_ptr<StoreTransaction>* out) {
   DENORMD_RETURN_IF_ERROR(Connect());
   return BeginPostgresTransaction(
       connection_->pq, connection_->state, config_.store.schema, capture_, epoch_,
-      [this](const std::string& key_array) { return ProvisionLockRows(key_array); }, out);
-}
-
-Status PostgresStore::ProvisionLockRows(const std::string& key_array) {
-  if (!provisioner_ || !provisioner_->pq.is_open()) {
-    provisioner_.reset();
-    DENORMD_RETURN_IF_ERROR(Guard("connecting to PostgreSQL (lock rows)", [&] {
-      provisioner_ = std::make_unique<Connection>(connection_string_, config_.store);
-    }));
-  }
-  return Guard("creating lock rows", [&] {
-    pqxx::nontransaction work(provisioner_->pq);
-    work.exec_params("insert into " + work.quote_name(config_.store.schema) +
-                         ".locks (key) select k from unnest($1::bigint[]) k on conflict do nothing",
-                     key_array);
-  });
+      config_.store.lock_timeout_ms, out);
 }
 
 Status PostgresStore::CancelRunningStatement() {

@@ -24,14 +24,14 @@ class PostgresTransaction : public StoreTransaction {
  public:
   PostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
                       const std::string& schema, const ChangeCapture& capture,
-                      uint64_t epoch, LockRowProvisioner provision)
+                      uint64_t epoch, uint64_t lock_timeout_ms)
       : work_(connection, state, schema, capture),
         source_(work_),
         index_(work_),
         documents_(work_),
         buckets_(work_),
         ledger_(work_),
-        locks_(work_, epoch, std::move(provision)) {}
+        locks_(work_, epoch, lock_timeout_ms) {}
 
   SourceRows& source() override { return source_; }
   ReferenceIndex& index() override { return index_; }
@@ -68,11 +68,11 @@ class PostgresTransaction : public StoreTransaction {
 
 Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
                                 const std::string& schema, const ChangeCapture& capture,
-                                uint64_t epoch, LockRowProvisioner provision,
+                                uint64_t epoch, uint64_t lock_timeout_ms,
                                 std::unique_ptr<StoreTransaction>* out) {
   return Guard("starting a transaction", [&] {
     *out = std::make_unique<PostgresTransaction>(connection, state, schema, capture, epoch,
-                                                 std::move(provision));
+                                                 lock_timeout_ms);
   });
 }
 

@@ -1,30 +1,21 @@
 // What a PostgresTransaction (postgres_transaction.h) is given from outside
 // itself: what its connection remembers between transactions (the prepared
-// statements, the lock rows known to exist), which collections' changes it
-// captures, and how it has missing lock rows created. PostgresStore keeps
+// statements) and which collections' changes it captures. PostgresStore keeps
 // them; the transaction's roles use them through PostgresWork
 // (postgres_work.h). Not thread-safe.
 #ifndef DENORMD_CONNECTORS_POSTGRES_TRANSACTION_CONTEXT_H_
 #define DENORMD_CONNECTORS_POSTGRES_TRANSACTION_CONTEXT_H_
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <set>
 #include <string>
-#include <unordered_set>
-
-#include "common/status.h"
 
 namespace pqxx {
 class connection_base;
 }  // namespace pqxx
 
 namespace denormd {
-
-// Creates lock rows (for keys given as a bigint[] literal) in a committed
-// transaction of its own.
-using LockRowProvisioner = std::function<Status(const std::string& key_array)>;
 
 // The statements prepared on one connection: each distinct SQL text is
 // prepared once (PostgreSQL parses it once and may keep its plan) under a
@@ -44,11 +35,6 @@ class PreparedStatements {
 struct ConnectionState {
   explicit ConnectionState(pqxx::connection_base& connection) : statements(connection) {}
   PreparedStatements statements;
-  // Lock rows known to exist (this process created or locked them), so that
-  // a batch whose keys are all known locks them in one statement, without
-  // the provisioning round trip. A row pruned meanwhile is noticed (fewer
-  // rows locked) and provisioned again. Bounded: cleared past 4 M entries.
-  std::unordered_set<int64_t> lock_rows;
 };
 
 // Which collections' document changes a transaction captures in the

@@ -26,7 +26,6 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -88,7 +87,6 @@ class PostgresWork {
   // ---- Facts the roles share
 
   // Lock rows known to exist on this connection (ConnectionState).
-  std::unordered_set<int64_t>& lock_rows() { return connection_state_.lock_rows; }
 
   // Whether `denormd apply` is building, as the writers' statement found
   // it: awaited from when that statement is queued (AwaitApplying) until
@@ -177,8 +175,7 @@ class PostgresWork {
   Status Execute(const std::string& sql, std::vector<std::string>* rows);
 
   // Counts one round trip to the server that sent `statements` SQL
-  // statements (a multi-statement simple query sends several); the lock
-  // rows' own connection counts its round trips here too.
+  // statements (a multi-statement simple query sends several).
   void Sent(uint64_t statements = 1) {
     ++round_trips_;
     statements_ += statements;

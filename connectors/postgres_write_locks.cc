@@ -43,51 +43,34 @@ Status PostgresWriteLocks::LockKeys(const std::vector<std::string>& keys, Mode m
   if (ids.empty()) return Status::Ok();
   // A key is a row of the locks table; its lock is a row lock, which
   // PostgreSQL keeps in the row itself, so a fan-out that locks 100,000
-  // documents cannot exhaust the shared lock table. Missing rows are
-  // created by a separate autocommit connection: inserting them here would
-  // make this transaction wait for another one's uncommitted insert.
-  const std::string nowait = mode == Mode::kNoWait ? " nowait" : "";
-  std::unordered_set<int64_t>& known = work_.lock_rows();
-  std::vector<int64_t> unknown;
-  for (int64_t id : ids) {
-    if (!known.count(id)) unknown.push_back(id);
-  }
-  // The keys are locked in one statement, in key order, so that two
-  // waiting writers cannot deadlock: every row must exist first. Creating
-  // them is a round trip of the transaction's too.
-  if (!unknown.empty()) {
-    work_.Sent();
-    DENORMD_RETURN_IF_ERROR(provision_(PgBigintArray(unknown)));
-  }
-  if (known.size() > (4u << 20)) known.clear();
-  known.insert(ids.begin(), ids.end());
-  // Deferred: sent with the next read, which runs after the locks are
-  // held (or fails with them). A row missing from the result was pruned
-  // since this process last saw it, and so, most likely, were the others
-  // it remembers: a prune removes every lock row no batch holds. All are
-  // forgotten, so that the retry of the batch and the batches after it
-  // create their rows again; forgetting only this batch's would fail the
-  // next batches one after another (a soak measured a retry every few
-  // seconds for minutes after each prune).
+  // documents cannot exhaust the shared lock table. One statement, in key
+  // order (so that two waiting writers cannot deadlock), locks the rows
+  // that exist and creates the ones that do not: ON CONFLICT DO UPDATE
+  // locks the row it meets even when its WHERE updates nothing, and a row
+  // another transaction is inserting or deleting (a prune) is waited for,
+  // then locked or created. No row can be missing afterwards, whatever a
+  // prune removed meanwhile.
   const std::string what = "locking " + std::to_string(ids.size()) + " keys";
-  work_.Defer({what,
-               "",
-               [this, ids](const pqxx::result& rows) {
-                 if (rows.size() == ids.size()) return Status::Ok();
-                 work_.lock_rows().clear();
-                 return Status::Transient("lock rows vanished while locking (pruned concurrently)");
-               },
-               [what, nowait](const std::exception& e) {
-                 // Without waiting, a held lock is Busy: roll back and try again.
+  const bool briefly = mode == Mode::kWaitBriefly;
+  if (briefly) {
+    work_.DeferSql({what, "set local lock_timeout = " + std::to_string(kBriefLockWaitMs)});
+  }
+  work_.Defer({what, "", nullptr,
+               [what, briefly](const std::exception& e) {
+                 // Not granted in time: a key is held. Roll back, try again.
                  const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
-                 if (!nowait.empty() && sql != nullptr && sql->sqlstate() == "55P03") {
+                 if (briefly && sql != nullptr && sql->sqlstate() == "55P03") {
                    return Status::Busy(what + ": a key is held");
                  }
                  return FromPostgresException(e, what);
                }},
-              "select key from " + work_.schema() +
-                  ".locks where key = any($1::bigint[]) order by key for update" + nowait,
+              "insert into " + work_.schema() +
+                  ".locks (key) select k from unnest($1::bigint[]) k order by k"
+                  " on conflict (key) do update set key = excluded.key where false",
               PgBigintArray(ids));
+  if (briefly) {
+    work_.DeferSql({what, "set local lock_timeout = " + std::to_string(session_lock_timeout_ms_)});
+  }
   return Status::Ok();
 }
 

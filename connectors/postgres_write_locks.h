@@ -3,13 +3,12 @@
 // retried alone), meta (the configuration epoch, and whether an apply is
 // building) and locks (one row per lock key, row-locked FOR UPDATE).
 //
-// Lock rows are created apart, by `provision` (a committed transaction on a
-// connection of its own); the rows this connection knows to exist are
-// remembered (ConnectionState::lock_rows), so that a batch whose keys are
-// all known locks them in one statement without that round trip. Every
-// statement is deferred (PostgresWork, "Round trips"): what their results
-// must show (the epoch, a row per key, no NOWAIT refusal) is checked when
-// they arrive, before anything can commit.
+// A missing lock row is created by the statement that locks the keys, in
+// the transaction (LockKeys), so a lock costs no round trip of its own and a
+// prune that removes rows beside it (PostgresStore::Prune) only makes it
+// wait for the prune's chunk. Every statement is deferred (PostgresWork,
+// "Round trips"): what their results must show (the epoch, no lock refused
+// in kWaitBriefly) is checked when they arrive, before anything can commit.
 //
 // Runs through the transaction's PostgresWork, which must outlive it. Not
 // thread-safe.
@@ -31,9 +30,15 @@ class PostgresWork;
 class PostgresWriteLocks : public WriteLocks {
  public:
   // LockWriters fails (StaleConfig) unless the store's configuration epoch
-  // is `epoch` (0: any).
-  PostgresWriteLocks(PostgresWork& work, uint64_t epoch, LockRowProvisioner provision)
-      : work_(work), epoch_(epoch), provision_(std::move(provision)) {}
+  // is `epoch` (0: any). `session_lock_timeout_ms` is the connection's
+  // lock_timeout (store.lock_timeout_ms), restored after a brief wait.
+  PostgresWriteLocks(PostgresWork& work, uint64_t epoch, uint64_t session_lock_timeout_ms)
+      : work_(work), epoch_(epoch), session_lock_timeout_ms_(session_lock_timeout_ms) {}
+
+  // How long kWaitBriefly waits for a key: longer than a prune holds a
+  // chunk of lock rows (PostgresStore::kLockRowsPerChunk), far shorter than
+  // a batch holds its keys.
+  static constexpr uint64_t kBriefLockWaitMs = 20;
 
   // Also the configuration fence: once the lock is held no apply can switch
   // configurations until this transaction ends, and the epoch read after it
@@ -42,12 +47,14 @@ class PostgresWriteLocks : public WriteLocks {
   // apply builds, the source changes written are journaled for it
   // (PostgresWork::Applying).
   Status LockWriters(bool exclusive) override;
+  // kWaitBriefly: PostgreSQL's lock_timeout, kBriefLockWaitMs, for this
+  // statement (55P03 is Busy).
   Status LockKeys(const std::vector<std::string>& keys, Mode mode) override;
 
  private:
   PostgresWork& work_;
   const uint64_t epoch_;  // the configuration epoch this process runs; 0 = unchecked
-  LockRowProvisioner provision_;
+  const uint64_t session_lock_timeout_ms_;
 };
 
 }  // namespace denormd

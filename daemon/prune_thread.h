@@ -8,8 +8,9 @@
 //
 // Pruning beside the batches is what it already is beside other instances:
 // each chunk is a short transaction that skips the rows a batch holds, and a
-// batch that finds a lock row pruned under it retries once (the lock rows go
-// in one chunk: PostgresStore::kLockRowsPerChunk; PostgresWriteLocks::LockKeys).
+// batch that needs a lock row a chunk is removing waits for the chunk and
+// creates the row again (PostgresStore::kLockRowsPerChunk;
+// PostgresWriteLocks::LockKeys).
 //
 // Tombstones are swept once an hour (kTombstoneSweepInterval), the rest every
 // retention.interval_s.

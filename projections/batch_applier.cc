@@ -229,11 +229,11 @@ Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* st
 // Why it cannot deadlock: a transaction waits only (1) for the writer lock,
 // holding nothing else, or (2) in phase 1, whose keys are taken in one sorted
 // statement, holding only the writer lock (shared, which never blocks another
-// shared holder). Phase 2 asks without waiting: if another writer holds one of
-// its keys (the classic cycle: W holds author a1 and wants book b1, R holds
-// b1 and wants a1), the batch rolls back with Busy and runs again; from the
-// third attempt it takes the writer lock exclusively, so it runs alone and
-// may wait.
+// shared holder). Phase 2 waits only briefly (WriteLocks::Mode::kWaitBriefly):
+// if another writer still holds one of its keys after that (the classic
+// cycle: W holds author a1 and wants book b1, R holds b1 and wants a1), the
+// batch rolls back with Busy and runs again; from the third attempt it takes
+// the writer lock exclusively, so it runs alone and may wait.
 Status BatchApplier::ApplyInTransaction(StoreTransaction& txn, const EventBatch& batch,
                                         bool exclusive, BatchStats* stats) const {
   stats->events = batch.raw_count;
@@ -473,7 +473,7 @@ Status BatchApplier::LockAffected(StoreTransaction& txn, const AffectedUnits& af
     for (const std::string& unit : entry.second) locks.push_back(projection.LockKey(unit));
   }
   if (locks.empty()) return Status::Ok();
-  return txn.locks().LockKeys(locks, exclusive ? WriteLocks::Mode::kWait : WriteLocks::Mode::kNoWait);
+  return txn.locks().LockKeys(locks, exclusive ? WriteLocks::Mode::kWait : WriteLocks::Mode::kWaitBriefly);
 }
 
 Status BatchApplier::Recompute(StoreTransaction& txn, const AffectedUnits& affected,

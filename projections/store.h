@@ -28,7 +28,7 @@
 // writes. Nothing is visible to others until Commit(); a transaction that is
 // destroyed without Commit() rolls back. Every method returns Transient for
 // failures a retry of the whole batch can cure (lost connection, deadlock,
-// serialization failure), Busy for a lock asked for without waiting, and Fatal
+// serialization failure), Busy for a lock not granted within a brief wait (kWaitBriefly), and Fatal
 // otherwise; after any error the transaction must be abandoned.
 //
 // Not thread-safe: one thread uses a Store and its transaction at a time.
@@ -311,7 +311,7 @@ class StreamLedger {
 
 class WriteLocks {
  public:
-  enum class Mode { kWait, kNoWait };
+  enum class Mode { kWait, kWaitBriefly };
   virtual ~WriteLocks() = default;
   // Joins the writers of the schema: shared (every batch and rebuild page,
   // first thing in the transaction) or exclusive (a batch that could not get
@@ -319,8 +319,10 @@ class WriteLocks {
   virtual Status LockWriters(bool exclusive) = 0;
   // Takes transaction-scoped exclusive locks on opaque keys, in an order of
   // the store's own (the same for every caller). kWait blocks until all are
-  // granted; kNoWait fails with Busy at once if any is held by another
-  // transaction. Re-entrant; released at commit or rollback.
+  // granted; kWaitBriefly fails with Busy if any is still held by another
+  // transaction after a brief wait (milliseconds: long enough for the
+  // store's own upkeep, a prune's chunk, to let go; far shorter than a batch
+  // holds its keys). Re-entrant; released at commit or rollback.
   virtual Status LockKeys(const std::vector<std::string>& keys, Mode mode) = 0;
 };
 

@@ -312,7 +312,7 @@ def requests_table(results):
     rows = [(label, q) for label, q in rows if q]
     if not rows:
         return []
-    out = ["Requests to PostgreSQL (round trips: begin, statements, commit, lock-row provisioning; "
+    out = ["Requests to PostgreSQL (round trips: begin, statements, commit; "
            "statements: SQL statements they sent; retries included; replay from its summary line, "
            "run from denormd_store_round_trips_total and denormd_store_statements_total):", "",
            "| denormd | events | batches | round trips / batch | statements / batch "

@@ -11,6 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <pqxx/pqxx>
+
+#include "connectors/postgres_sql.h"
 #include "connectors/postgres_store.h"
 #include "projections/maintenance.h"
 #include "tests/test_support.h"
@@ -94,6 +97,73 @@ TEST(Concurrency, HotAuthorsRenamedWhileBooksArriveNeverLeaveStaleCopies) {
   ASSERT_EQ(1u, books.size());
   EXPECT_GT(std::stoi(books[0]), 40);
   EXPECT_EQ(0, retries.load()) << "transient errors: the locking must not deadlock";
+}
+
+// The second phase of a batch waits only briefly for a document's key
+// (WriteLocks::Mode::kWaitBriefly): a key another transaction holds longer
+// makes the batch roll back and try again, and from its third attempt it runs
+// alone (the writers' lock exclusively) and waits. Were the brief wait a full
+// one, two batches each holding what the other wants would deadlock; here the
+// first attempt would wait for the holder and never be refused.
+TEST(Concurrency, ADocumentKeyHeldPastABriefWaitSendsTheBatchToRunAlone) {
+  testing::ArticleOnPostgres article;
+  const std::string& schema = article.config.store.schema;
+  BatchStats stats;
+  ASSERT_TRUE(article.applier
+                  .Apply(&article.store,
+                         DecodeBatch(article.decoder,
+                                     {Event("brief", 1,
+                                            R"({"type":"author","id":"a1","op":"upsert","version":1,)"
+                                            R"("data":{"firstName":"A","lastName":"L"}})"),
+                                      Event("brief", 2,
+                                            R"({"type":"book","id":"b1","op":"upsert","version":1,)"
+                                            R"("data":{"name":"x","authorIds":["a1"]}})")}),
+                         &stats)
+                  .ok());
+  // Another transaction holds every key but a1's own: renaming a1 passes its
+  // first phase and meets a held key in its second (b1's document, which
+  // embeds a1: its key is b1's).
+  const std::string a1_row = std::to_string(LockRowId(EntityLockKey("author", "a1")));
+  pqxx::connection other(testing::TestPostgresUrl());
+  pqxx::work holding(other);
+  const std::string b1_row = std::to_string(LockRowId(EntityLockKey("book", "b1")));
+  ASSERT_EQ(1u, holding.exec("select key from " + schema + ".locks where key <> " + a1_row +
+                             " for update").size());
+  ASSERT_EQ(1u, holding.exec("select key from " + schema + ".locks where key = " + b1_row +
+                             " for update").size());
+  const std::string xid = holding.exec1("select txid_current()")[0].c_str();
+
+  Status status;
+  BatchStats renamed;
+  std::thread batch([&] {
+    status = article.applier.Apply(
+        &article.store,
+        DecodeBatch(article.decoder,
+                    {Event("brief", 3,
+                           R"({"type":"author","id":"a1","op":"upsert","version":2,)"
+                           R"("data":{"firstName":"B","lastName":"L"}})")}),
+        &renamed);
+  });
+  // Alone (the writers' lock held exclusively), it waits for the holder.
+  const bool alone_and_waiting = testing::WaitUntil(
+      [&] {
+        return testing::SqlCount(
+                   "select count(*) from pg_locks where relation = '" + schema +
+                   ".writers'::regclass and mode = 'ExclusiveLock' and granted") > 0 &&
+               testing::SqlCount("select count(*) from pg_locks where locktype = 'transactionid'"
+                                 " and not granted and transactionid::text = '" + xid + "'") > 0;
+      },
+      60);
+  holding.commit();
+  batch.join();
+  ASSERT_TRUE(alone_and_waiting) << "the batch never ran alone waiting for the held keys";
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(2u, renamed.busy_retries);
+  std::vector<std::string> differences;
+  ASSERT_TRUE(Verify(article.plan, &article.store, MaintenanceOptions(), &differences).ok());
+  EXPECT_TRUE(differences.empty()) << differences.front();
+  EXPECT_EQ(1u, testing::SqlCount("select count(*) from " + schema +
+                                  ".entities where id = 'a1' and data->>'firstName' = 'B'"));
 }
 
 }  // namespace
