@@ -188,9 +188,9 @@ def main():
                    help="its first S seconds are not counted (default 60)")
     g.add_argument("--soak-sample-seconds", type=float, default=30, metavar="S",
                    help="sampling interval of the soak (default 30)")
-    g.add_argument("--soak-send-ms", type=float, default=50, metavar="MS",
+    g.add_argument("--soak-send-ms", type=float, default=soak.SEND_MS, metavar="MS",
                    help="the soak's producer sends what has become due every MS milliseconds, "
-                        "each record stamped with the moment it became due (default 50; the "
+                        "each record stamped with the moment it became due (default %(default)s; the "
                         "broker shares this machine's cores: a request whenever a record became "
                         "due, as before 2026-11-28, took it half a core)")
     g.add_argument("--soak-retention-interval", type=int, default=0, metavar="S",

@@ -248,6 +248,10 @@ class SoakStream:
         return f"{t}:{i}".encode(), line.encode()
 
 
+# How often the soak's producer sends what has become due (--soak-send-ms).
+SEND_MS = 50
+
+
 class Producer(threading.Thread):
     """Sends stream.next() at `rate` per second until `seconds` have passed or stop is set,
     as kafka_produce.produce_at_rate does (each record stamped with the moment it became
@@ -266,7 +270,7 @@ class Producer(threading.Thread):
     whenever fewer than `limit` events have been sent, `limit` being raised by the caller
     as the daemon commits, so that a fixed backlog stays ahead of the daemon."""
 
-    def __init__(self, brokers, topic, stream, rate, seconds, send_ms=5):
+    def __init__(self, brokers, topic, stream, rate, seconds, send_ms=SEND_MS):
         super().__init__(daemon=True)
         self.send_s = send_ms / 1000
         self.producer = kafka_produce.Producer(brokers, topic, 4)
