@@ -145,6 +145,11 @@ uint64_t SqlCount(const std::string& statement) {
   return rows.empty() ? 0 : std::strtoull(rows[0].c_str(), nullptr, 10);
 }
 
+bool SomeoneWaitsFor(const std::string& xid) {
+  return SqlCount("select count(*) from pg_locks where locktype = 'transactionid' and not granted"
+                  " and transactionid::text = '" + xid + "'") > 0;
+}
+
 uint64_t EventsProcessed(const std::string& schema) {
   std::vector<std::string> rows = Sql("select to_regclass('" + schema + ".positions') is null");
   if (rows.empty() || rows[0] == "t") return 0;

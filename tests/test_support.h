@@ -143,6 +143,10 @@ extern const char* const kChurnTableOptions;
 // The first field of the first row of `statement` as a number (0 when none).
 uint64_t SqlCount(const std::string& statement);
 
+// Whether a session waits for transaction `xid` (txid_current() of it) to
+// end: blocked on a row it locked, inserted or deleted.
+bool SomeoneWaitsFor(const std::string& xid);
+
 // Events of every stream of `schema` accounted for in committed batches
 // (applied, stale or dead); 0 before the schema has its positions table.
 uint64_t EventsProcessed(const std::string& schema);

@@ -150,8 +150,7 @@ TEST(Concurrency, ADocumentKeyHeldPastABriefWaitSendsTheBatchToRunAlone) {
         return testing::SqlCount(
                    "select count(*) from pg_locks where relation = '" + schema +
                    ".writers'::regclass and mode = 'ExclusiveLock' and granted") > 0 &&
-               testing::SqlCount("select count(*) from pg_locks where locktype = 'transactionid'"
-                                 " and not granted and transactionid::text = '" + xid + "'") > 0;
+               testing::SomeoneWaitsFor(xid);
       },
       60);
   holding.commit();

@@ -243,12 +243,7 @@ TEST_F(PruneTest, ABatchWaitsForTheChunkRemovingItsLockRowAndIsNotRetried) {
         &stats);
   });
   // The batch waits for the chunk's transaction.
-  const bool waits = testing::WaitUntil(
-      [&] {
-        return testing::SqlCount("select count(*) from pg_locks where locktype = 'transactionid'"
-                                 " and not granted and transactionid::text = '" + xid + "'") > 0;
-      },
-      60);
+  const bool waits = testing::WaitUntil([&] { return testing::SomeoneWaitsFor(xid); }, 60);
   removing.commit();
   batch.join();
   ASSERT_TRUE(waits) << "the batch never waited for the chunk";
