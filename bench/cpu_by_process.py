@@ -15,8 +15,13 @@ import sys
 import time
 
 
-def cpu_ticks():
-    out = collections.Counter()
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_table():
+    """{pid: (name, ppid, own CPU s, reaped children's CPU s)} of every process (also
+    bench/debezium_e2e.py's)."""
+    out = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -27,17 +32,25 @@ def cpu_ticks():
             continue
         name = stat[stat.index("(") + 1:stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2:].split()
-        out[name] += int(fields[11]) + int(fields[12])  # utime, stime
+        out[int(pid)] = (name, int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK,
+                         (int(fields[13]) + int(fields[14])) / TICK)
+    return out
+
+
+def cpu_seconds():
+    """{command name: CPU seconds (utime + stime) of its live processes}."""
+    out = collections.Counter()
+    for name, _, own, _ in proc_table().values():
+        out[name] += own
     return out
 
 
 def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
-    before, start = cpu_ticks(), time.time()
+    before, start = cpu_seconds(), time.time()
     time.sleep(seconds)
-    after, elapsed = cpu_ticks(), time.time() - start
-    hz = os.sysconf("SC_CLK_TCK")
-    cores = sorted(((after[k] - before.get(k, 0)) / hz / elapsed, k) for k in after)
+    after, elapsed = cpu_seconds(), time.time() - start
+    cores = sorted(((after[k] - before.get(k, 0)) / elapsed, k) for k in after)
     total = sum(c for c, _ in cores)
     print(f"total {total:.2f} cores over {elapsed:.0f} s: "
           + ", ".join(f"{k} {c:.2f}" for c, k in reversed(cores) if c > 0.02))

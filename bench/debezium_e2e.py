@@ -102,6 +102,7 @@ REPO = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 sys.dont_write_bytecode = True  # no bench/__pycache__
 import relational  # noqa: E402  (bench/relational.py: the tables and the Translator)
+from cpu_by_process import TICK, proc_table  # noqa: E402
 from harness.daemon import Daemon, histogram, metric_value, quantile  # noqa: E402
 from harness.services import BenchError, Env, machine, pg_version, port_open  # noqa: E402
 from harness.store import compare_documents, vacuum_analyze, write_config  # noqa: E402
@@ -426,27 +427,6 @@ def check_owned(port, db, state):
 # ----------------------------------------------------------------------------
 # /proc: CPU and memory
 # ----------------------------------------------------------------------------
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def proc_table():
-    """{pid: (name, ppid, own CPU s, reaped children's CPU s)} of every process."""
-    out = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                s = f.read()
-        except OSError:
-            continue
-        name = s[s.index("(") + 1:s.rindex(")")]
-        rest = s[s.rindex(")") + 2:].split()
-        out[int(d)] = (name, int(rest[1]), (int(rest[11]) + int(rest[12])) / TICK,
-                       (int(rest[13]) + int(rest[14])) / TICK)
-    return out
-
 
 def stat_line():
     """(user + nice + system, irq + softirq + steal) CPU seconds of the whole machine."""
