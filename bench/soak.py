@@ -428,8 +428,6 @@ def run(env, results, changes, n_changes, sizes, ref, run_id, wdir):
             f"{os.path.relpath(samples_path, REPO)})")
         text = d.metrics()  # the intervals' differences start here
         before = {"age": histogram(text, "denormd_event_age_seconds"), "cpu": cpu_seconds(),
-                  "batch_count": metric_value(text, "denormd_batch_duration_seconds_count") or 0,
-                  "batch_sum": metric_value(text, "denormd_batch_duration_seconds_sum") or 0,
                   "work": work_counters(text)}
         producer = Producer(env.brokers, topic, stream, rate, seconds, args.soak_send_ms)
         producer.base = base_sent  # the measurement's events, already applied
@@ -616,16 +614,16 @@ def sample(env, d, schema, topic, producer, start, before):
     text = d.metrics()
     age = histogram(text, "denormd_event_age_seconds")
     delta = histogram_delta(age, before["age"])
-    count = metric_value(text, "denormd_batch_duration_seconds_count") or 0
-    total = metric_value(text, "denormd_batch_duration_seconds_sum") or 0
-    batches = count - before["batch_count"]
+    work = work_counters(text)
+    batches = work["batches"] - before["work"]["batches"]
     s = {"t": now - start, "minute": (now - start) / 60, "rss_kib": rss,
          "events": delta[-1][1] if delta else 0,
          "p50": quantile(delta, 0.5), "p99": quantile(delta, 0.99),
          # more than 1 % beyond the last finite bound: p99 is at least that bound
          "p99_beyond": len(delta) > 1 and delta[-1][1] - delta[-2][1] > 0.01 * delta[-1][1],
          "batches": int(batches),
-         "batch_mean": (total - before["batch_sum"]) / batches if batches else None,
+         "batch_mean": (work["batch_seconds"] - before["work"]["batch_seconds"]) / batches
+         if batches else None,
          "sent": getattr(producer, "base", 0) + producer.sent, "committed": committed,
          "outbox_rows": int(metric_value(text, "denormd_feed_outbox_rows") or 0),
          # the machine's 1-minute load average, and this harness's CPU (the producer and its
@@ -636,16 +634,13 @@ def sample(env, d, schema, topic, producer, start, before):
          "xmin_age": int(env.scalar("select coalesce(max(age(backend_xmin)), 0) "
                                     "from pg_stat_activity") or 0)}
     s["behind"] = s["sent"] - s["committed"]
-    work = work_counters(text)
-    if "work" in before:
-        s["work"] = work_between(before["work"], work)
-    before["work"] = work
+    s["work"] = work_between(before["work"], work)
     s["groups"], s["tables"] = table_stats(env, schema)
     # entities' rows, and of them the tombstones (deleted entities, kept for
     # retention.tombstone_hours): exact counts, one scan
     row = env.query(f'select count(*), count(*) filter (where deleted) from "{schema}".entities')[0]
     s["entity_rows"], s["tombstones"] = int(row[0]), int(row[1])
-    before.update({"age": age, "batch_count": count, "batch_sum": total, "cpu": cpu, "at": now})
+    before.update({"age": age, "work": work, "cpu": cpu, "at": now})
     return s
 
 
