@@ -130,6 +130,8 @@ Status PostgresStore::Prune(const RetentionConfig& retention, size_t chunk_rows,
   } restore{connection_->pq};
   const std::string s = connection_->pq.quote_name(config_.store.schema);
   const std::string limit = std::to_string(std::max<size_t>(chunk_rows, 1));
+  const std::string lock_row_limit =
+      std::to_string(std::max<size_t>(std::min(chunk_rows, kLockRowsPerChunk), 1));
   const auto stopped = [&] { return stop && stop(); };
   const auto told = [&] {
     if (progress) progress(*report);
@@ -201,7 +203,7 @@ Status PostgresStore::Prune(const RetentionConfig& retention, size_t chunk_rows,
   DENORMD_RETURN_IF_ERROR(sweep(
       "pruning lock rows",
       "with c as (select key from " + s + ".locks where ($1::bigint is null or key > $1)"
-      " order by key limit " + std::to_string(std::max<size_t>(std::min(chunk_rows, kLockRowsPerChunk), 1)) + "),"
+      " order by key limit " + lock_row_limit + "),"
       " doomed as (select l.key from " + s + ".locks l join c using (key)"
       " for update of l skip locked),"
       " gone as (delete from " + s + ".locks l using doomed d where l.key = d.key returning 1)"

@@ -29,8 +29,7 @@ Status FromPostgresException(const std::exception& e, const std::string& what) {
     // server shutting down or starting; 53xxx: out of resources.
     // 55P03 lock_not_available: a lock_timeout (retry the batch; a brief
     // wait's refusal is told apart by the caller, PostgresWriteLocks::LockKeys);
-    // 57014 query_canceled:
-    // a statement_timeout or a cancel request.
+    // 57014 query_canceled: a statement_timeout or a cancel request.
     if (state == "55P03" || state == "57014") {
       return Status::Transient(message + " (SQLSTATE " + state + ")");
     }

@@ -19,7 +19,8 @@ namespace denormd {
 // Converts a libpqxx exception into a Status that says what a retry would
 // do: Transient for a lost connection, deadlock, serialization failure,
 // server shutdown or resource exhaustion (and a commit whose outcome is
-// unknown); Busy for a lock refused by NOWAIT (none sends one today); InvalidInput for data the
+// unknown, and a lock not granted within lock_timeout: a caller that asked
+// for a brief wait makes that one Busy itself); InvalidInput for data the
 // server refuses (a data exception, a value too large to index, a
 // constraint); Fatal otherwise. `what` says what was being done.
 Status FromPostgresException(const std::exception& e, const std::string& what);

@@ -86,8 +86,6 @@ class PostgresWork {
 
   // ---- Facts the roles share
 
-  // Lock rows known to exist on this connection (ConnectionState).
-
   // Whether `denormd apply` is building, as the writers' statement found
   // it: awaited from when that statement is queued (AwaitApplying) until
   // its result arrives (SetApplying). Applying sends the deferred

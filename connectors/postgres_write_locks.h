@@ -1,7 +1,8 @@
 // PostgresWriteLocks: the WriteLocks of one PostgresTransaction, over the
 // tables writers (table-locked: shared by every batch, exclusive by a batch
 // retried alone), meta (the configuration epoch, and whether an apply is
-// building) and locks (one row per lock key, row-locked FOR UPDATE).
+// building) and locks (one row per lock key, row-locked by an INSERT ... ON
+// CONFLICT DO UPDATE that updates nothing).
 //
 // A missing lock row is created by the statement that locks the keys, in
 // the transaction (LockKeys), so a lock costs no round trip of its own and a

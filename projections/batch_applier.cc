@@ -473,7 +473,8 @@ Status BatchApplier::LockAffected(StoreTransaction& txn, const AffectedUnits& af
     for (const std::string& unit : entry.second) locks.push_back(projection.LockKey(unit));
   }
   if (locks.empty()) return Status::Ok();
-  return txn.locks().LockKeys(locks, exclusive ? WriteLocks::Mode::kWait : WriteLocks::Mode::kWaitBriefly);
+  return txn.locks().LockKeys(
+      locks, exclusive ? WriteLocks::Mode::kWait : WriteLocks::Mode::kWaitBriefly);
 }
 
 Status BatchApplier::Recompute(StoreTransaction& txn, const AffectedUnits& affected,

@@ -28,8 +28,9 @@
 // writes. Nothing is visible to others until Commit(); a transaction that is
 // destroyed without Commit() rolls back. Every method returns Transient for
 // failures a retry of the whole batch can cure (lost connection, deadlock,
-// serialization failure), Busy for a lock not granted within a brief wait (kWaitBriefly), and Fatal
-// otherwise; after any error the transaction must be abandoned.
+// serialization failure), Busy for a lock not granted within a brief wait
+// (WriteLocks::Mode::kWaitBriefly), and Fatal otherwise; after any error the
+// transaction must be abandoned.
 //
 // Not thread-safe: one thread uses a Store and its transaction at a time.
 #ifndef DENORMD_PROJECTIONS_STORE_H_
