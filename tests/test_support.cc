@@ -150,6 +150,13 @@ bool SomeoneWaitsFor(const std::string& xid) {
                   " and transactionid::text = '" + xid + "'") > 0;
 }
 
+std::thread ApplyOnThread(Engine& engine, std::vector<RawRecord> records, Status* status,
+                          BatchStats* stats) {
+  return std::thread([&engine, records = std::move(records), status, stats] {
+    *status = engine.applier.Apply(&engine.store, DecodeBatch(engine.decoder, records), stats);
+  });
+}
+
 uint64_t EventsProcessed(const std::string& schema) {
   std::vector<std::string> rows = Sql("select to_regclass('" + schema + ".positions') is null");
   if (rows.empty() || rows[0] == "t") return 0;

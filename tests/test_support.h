@@ -11,6 +11,7 @@
 #include <ostream>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -146,6 +147,12 @@ uint64_t SqlCount(const std::string& statement);
 // Whether a session waits for transaction `xid` (txid_current() of it) to
 // end: blocked on a row it locked, inserted or deleted.
 bool SomeoneWaitsFor(const std::string& xid);
+
+// Applies `records` as one batch to `engine`'s store on a thread of its own,
+// for a batch that is to wait for another transaction; *status and *stats
+// are set when it ends. Join the thread before reading them.
+std::thread ApplyOnThread(Engine& engine, std::vector<RawRecord> records, Status* status,
+                          BatchStats* stats);
 
 // Events of every stream of `schema` accounted for in committed batches
 // (applied, stale or dead); 0 before the schema has its positions table.

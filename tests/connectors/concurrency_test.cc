@@ -124,9 +124,9 @@ TEST(Concurrency, ADocumentKeyHeldPastABriefWaitSendsTheBatchToRunAlone) {
   // first phase and meets a held key in its second (b1's document, which
   // embeds a1: its key is b1's).
   const std::string a1_row = std::to_string(LockRowId(EntityLockKey("author", "a1")));
+  const std::string b1_row = std::to_string(LockRowId(EntityLockKey("book", "b1")));
   pqxx::connection other(testing::TestPostgresUrl());
   pqxx::work holding(other);
-  const std::string b1_row = std::to_string(LockRowId(EntityLockKey("book", "b1")));
   ASSERT_EQ(1u, holding.exec("select key from " + schema + ".locks where key <> " + a1_row +
                              " for update").size());
   ASSERT_EQ(1u, holding.exec("select key from " + schema + ".locks where key = " + b1_row +
@@ -135,15 +135,12 @@ TEST(Concurrency, ADocumentKeyHeldPastABriefWaitSendsTheBatchToRunAlone) {
 
   Status status;
   BatchStats renamed;
-  std::thread batch([&] {
-    status = article.applier.Apply(
-        &article.store,
-        DecodeBatch(article.decoder,
-                    {Event("brief", 3,
-                           R"({"type":"author","id":"a1","op":"upsert","version":2,)"
-                           R"("data":{"firstName":"B","lastName":"L"}})")}),
-        &renamed);
-  });
+  std::thread batch = testing::ApplyOnThread(
+      article,
+      {Event("brief", 3,
+             R"({"type":"author","id":"a1","op":"upsert","version":2,)"
+             R"("data":{"firstName":"B","lastName":"L"}})")},
+      &status, &renamed);
   // Alone (the writers' lock held exclusively), it waits for the holder.
   const bool alone_and_waiting = testing::WaitUntil(
       [&] {

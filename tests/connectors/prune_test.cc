@@ -233,15 +233,11 @@ TEST_F(PruneTest, ABatchWaitsForTheChunkRemovingItsLockRowAndIsNotRetried) {
 
   Status status;
   BatchStats stats;
-  std::thread batch([&] {
-    status = article_.applier.Apply(
-        &article_.store,
-        DecodeBatch(article_.decoder,
-                    {testing::LogRecord({"file:beside", 0, 3},
-                                        Upsert("author", "a1", 2,
-                                               R"({"firstName":"B","lastName":"L"})"))}),
-        &stats);
-  });
+  std::thread batch = testing::ApplyOnThread(
+      article_,
+      {testing::LogRecord({"file:beside", 0, 3},
+                          Upsert("author", "a1", 2, R"({"firstName":"B","lastName":"L"})"))},
+      &status, &stats);
   // The batch waits for the chunk's transaction.
   const bool waits = testing::WaitUntil([&] { return testing::SomeoneWaitsFor(xid); }, 60);
   removing.commit();
