@@ -93,6 +93,12 @@ void Metrics::AddRetry() {
   ++batch_retries_;
 }
 
+void Metrics::AddBusyRetries(uint64_t attempts, double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  busy_retries_ += attempts;
+  if (seconds > 0) busy_seconds_ += seconds;
+}
+
 void Metrics::SetPartitionLag(const std::string& topic, int partition, int64_t lag) {
   std::lock_guard<std::mutex> lock(mutex_);
   lag_[PartitionKey(topic, partition)] = lag;
@@ -185,7 +191,9 @@ std::string Metrics::Render() const {
   // Snapshot under the lock, format outside it: writers on the batch path
   // never wait for the string building.
   uint64_t events_applied, events_stale, records_skipped, dead_letters, documents_written,
-      documents_deleted, batches, batch_retries, store_round_trips, store_statements;
+      documents_deleted, batches, batch_retries, store_round_trips, store_statements,
+      busy_retries;
+  double busy_seconds;
   DurationHistogram duration;
   double last_commit_timestamp;
   std::map<PartitionKey, int64_t> lag;
@@ -208,6 +216,8 @@ std::string Metrics::Render() const {
     documents_deleted = documents_deleted_;
     batches = batches_;
     batch_retries = batch_retries_;
+    busy_retries = busy_retries_;
+    busy_seconds = busy_seconds_;
     store_round_trips = store_round_trips_;
     store_statements = store_statements_;
     duration = duration_;
@@ -246,6 +256,13 @@ std::string Metrics::Render() const {
   AppendCounter(&out, "denormd_batch_retries_total",
                 "Batch attempts rolled back and retried after a transient error.",
                 batch_retries);
+  AppendCounter(&out, "denormd_batch_busy_retries_total",
+                "Attempts of committed batches rolled back because another writer held a key "
+                "they needed past a brief wait, and retried.",
+                busy_retries);
+  AppendHeader(&out, "denormd_batch_busy_seconds_total", "counter",
+               "Wall time of the attempts counted in denormd_batch_busy_retries_total.");
+  AppendSample(&out, "denormd_batch_busy_seconds_total", "", FormatSampleValue(busy_seconds));
   AppendCounter(&out, "denormd_store_round_trips_total",
                 "Requests to the store server by committed batches, their retries included.",
                 store_round_trips);

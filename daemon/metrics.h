@@ -7,7 +7,8 @@
 //              denormd_dead_letters_total, denormd_documents_written_total,
 //              denormd_documents_deleted_total, denormd_batches_total,
 //              denormd_batch_retries_total, denormd_records_skipped_total,
-//              denormd_store_round_trips_total, denormd_store_statements_total
+//              denormd_store_round_trips_total, denormd_store_statements_total,
+//              denormd_batch_busy_retries_total, denormd_batch_busy_seconds_total
 //   histograms denormd_batch_duration_seconds (buckets kBatchDurationBuckets),
 //              denormd_event_age_seconds (kEventAgeBuckets: Kafka timestamp to
 //              commit, the freshness of every applied record),
@@ -97,6 +98,13 @@ class Metrics {
   // Increments denormd_batch_retries_total (one rolled-back, retried attempt).
   void AddRetry();
 
+  // Adds a committed batch's attempts rolled back as Busy (another writer
+  // held a key it needed past a brief wait; BatchStats::busy_retries) and
+  // their wall time, to denormd_batch_busy_retries_total and
+  // denormd_batch_busy_seconds_total: what several instances on one store
+  // cost each other besides waiting.
+  void AddBusyRetries(uint64_t attempts, double seconds);
+
   // Sets the lag of one partition, keeping the other partitions' gauges.
   void SetPartitionLag(const std::string& topic, int partition, int64_t lag);
 
@@ -158,6 +166,8 @@ class Metrics {
   uint64_t documents_deleted_ = 0;  // GUARDED_BY(mutex_)
   uint64_t batches_ = 0;            // GUARDED_BY(mutex_)
   uint64_t batch_retries_ = 0;      // GUARDED_BY(mutex_)
+  uint64_t busy_retries_ = 0;       // GUARDED_BY(mutex_)
+  double busy_seconds_ = 0;         // GUARDED_BY(mutex_)
   uint64_t store_round_trips_ = 0;  // GUARDED_BY(mutex_)
   uint64_t store_statements_ = 0;   // GUARDED_BY(mutex_)
   DurationHistogram duration_;      // GUARDED_BY(mutex_)

@@ -327,6 +327,7 @@ class Daemon {
     metrics_.AddBatch(stats.applied, stats.stale, stats.dead_letters, stats.documents_written,
                       stats.documents_deleted, seconds, stats.skipped, stats.round_trips,
                       stats.statements);
+    if (stats.busy_retries > 0) metrics_.AddBusyRetries(stats.busy_retries, stats.busy_seconds);
     const double now = UnixSeconds();
     metrics_.SetLastCommitTimestamp(now);
     std::vector<double> ages;

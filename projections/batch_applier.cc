@@ -1,6 +1,7 @@
 #include "projections/batch_applier.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iterator>
 #include <set>
 #include <tuple>
@@ -165,8 +166,10 @@ Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* st
   // back holding nothing. Retry at once; from the third attempt on, run alone
   // (exclusive writer lock), which always succeeds.
   uint64_t round_trips = 0, statements = 0;
+  double busy_seconds = 0;
   for (int attempt = 1;; ++attempt) {
     const bool exclusive = attempt >= kAttemptsBeforeExclusive;
+    const auto attempt_start = std::chrono::steady_clock::now();
     std::unique_ptr<StoreTransaction> txn;
     DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
     BatchStats local;
@@ -177,6 +180,7 @@ Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* st
     statements += txn->statements();
     if (status.ok()) {
       local.busy_retries = attempt - 1;
+      local.busy_seconds = busy_seconds;
       local.round_trips = round_trips;
       local.statements = statements;
       // Every change's fan-out, not only the largest that Add keeps.
@@ -188,6 +192,8 @@ Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* st
       return Status::Ok();
     }
     if (!status.IsBusy() || exclusive) return status;
+    busy_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - attempt_start).count();
   }
 }
 

@@ -33,6 +33,7 @@ struct BatchStats {
   uint64_t documents_written = 0;   // rows inserted or changed
   uint64_t documents_deleted = 0;
   uint64_t busy_retries = 0;        // attempts rolled back because a lock was busy
+  double busy_seconds = 0;          // the wall time of those attempts
   uint64_t round_trips = 0;         // to the store server, all attempts
   uint64_t statements = 0;          // SQL statements sent, all attempts (>= round_trips)
   // Bucket groups whose changed buckets were spliced from the stored ones,
@@ -61,6 +62,7 @@ struct BatchStats {
     documents_written += o.documents_written;
     documents_deleted += o.documents_deleted;
     busy_retries += o.busy_retries;
+    busy_seconds += o.busy_seconds;
     round_trips += o.round_trips;
     statements += o.statements;
     tails_spliced += o.tails_spliced;

@@ -15,6 +15,7 @@
 
 #include "connectors/postgres_sql.h"
 #include "connectors/postgres_store.h"
+#include "connectors/postgres_write_locks.h"
 #include "projections/maintenance.h"
 #include "tests/test_support.h"
 
@@ -155,6 +156,8 @@ TEST(Concurrency, ADocumentKeyHeldPastABriefWaitSendsTheBatchToRunAlone) {
   ASSERT_TRUE(alone_and_waiting) << "the batch never ran alone waiting for the held keys";
   ASSERT_TRUE(status.ok()) << status.ToString();
   EXPECT_EQ(2u, renamed.busy_retries);
+  // Each rolled-back attempt waited out the brief wait (lock_timeout) at least.
+  EXPECT_GE(renamed.busy_seconds, 2 * PostgresWriteLocks::kBriefLockWaitMs / 1000.0);
   std::vector<std::string> differences;
   ASSERT_TRUE(Verify(article.plan, &article.store, MaintenanceOptions(), &differences).ok());
   EXPECT_TRUE(differences.empty()) << differences.front();

@@ -146,8 +146,12 @@ TEST(MetricsTest, CountersSumBatchesAndRetries) {
   metrics.AddRetry();
   metrics.AddRetry();
   metrics.AddRetry();
+  metrics.AddBusyRetries(2, 0.25);
+  metrics.AddBusyRetries(1, 0.5);
   std::string text = metrics.Render();
   EXPECT_EQ(CheckExposition(text), "");
+  EXPECT_EQ(Sample(text, "denormd_batch_busy_retries_total"), "3");
+  EXPECT_EQ(Sample(text, "denormd_batch_busy_seconds_total"), "0.75");
   EXPECT_EQ(Sample(text, "denormd_events_applied_total"), "140");
   EXPECT_EQ(Sample(text, "denormd_events_stale_total"), "3");
   EXPECT_EQ(Sample(text, "denormd_dead_letters_total"), "3");
