@@ -21,6 +21,10 @@ Contenders, each in a fresh schema of one database:
                      application (exactly_once_v2), LOAD and CHANGES from its own
                      4-partition topic, its output topics read back and checked, and its
                      freshness at denormd's freshness rate (--skip-kstreams: left out)
+  horizontal         `denormd run` with 1, 2 and 4 instances in one consumer group on one store
+                     (--horizontal): events/s, the share of batch time spent waiting for locks
+                     (PostgreSQL's pg_stat_activity, sampled) or in busy retries (the daemons'
+                     metrics), documents checked; target: < 5% with 2 instances
   write floor        not a contender but a bound (--skip-floor): per batch of denormd's
                      batch.max_events, the source rows as the ceiling writes them plus only
                      the documents that batch changed, in bulk, one transaction each
@@ -75,7 +79,7 @@ sys.path.insert(0, BENCH)
 sys.dont_write_bytecode = True  # no bench/__pycache__
 import relational  # noqa: E402  (bench/relational.py)
 import soak  # noqa: E402  (bench/soak.py)
-from harness import floor, freshness, report, scaling, services  # noqa: E402
+from harness import floor, freshness, horizontal, report, scaling, services  # noqa: E402
 from harness.contenders import ceiling, denormd_run, feed, kstreams, replay, triggers  # noqa: E402
 from harness.services import BenchError, log  # noqa: E402
 from harness.store import SCHEMAS, drop_schema  # noqa: E402
@@ -130,6 +134,12 @@ def main():
     g.add_argument("--skip-relational", action="store_true",
                    help="skip the relational path (Debezium records of tables with a join "
                         "table, bench/relational.py)")
+    g.add_argument("--horizontal", default="1,2,4", metavar="N,N,...",
+                   type=horizontal.instance_counts,
+                   help="`denormd run` with N instances in one consumer group on one store, for "
+                        "each N (1 to 4, the topic's partitions): events/s, the share of batch "
+                        "time waiting for locks or in busy retries, documents checked "
+                        "(bench/harness/horizontal.py; default 1,2,4; '' or --skip-kafka: skip)")
     g.add_argument("--skip-triggers", action="store_true",
                    help="skip the trigger contenders")
     g.add_argument("--skip-floor", action="store_true",
@@ -232,6 +242,7 @@ def main():
         args.skip_floor = True
         args.skip_feed = args.soak_rate > 0 or args.soak_base != "feed"
         args.scale_small = 0
+        args.horizontal = []
     run_stamp = datetime.now().strftime("%Y%m%d%H%M%S")
     if args.results is None:
         args.results = (os.path.join(BENCH, "results", "latest.md") if args.record else
@@ -262,6 +273,7 @@ def main():
         ceiling.Ceiling(env, results, w).measure()
         clones = [SCHEMAS["ref"]] + ([] if args.skip_kafka else [SCHEMAS["run"]]) + \
             ([] if args.skip_kafka or args.skip_feed else [SCHEMAS["feed"]]) + \
+            ([] if args.skip_kafka or not args.horizontal else [SCHEMAS["horizontal_base"]]) + \
             ([] if args.skip_floor else [SCHEMAS["floor"]])
         reference = replay.Replay(env, results, w, clones)
         reference.measure()
@@ -270,6 +282,8 @@ def main():
         if not args.skip_kafka:
             denormd_run.DenormdRun(env, results, w, run_id).measure()
             drop_schema(env, SCHEMAS["run"])
+        if not args.skip_kafka and args.horizontal:
+            horizontal.measure(env, results, w, run_id)
         if not args.skip_kafka and not args.skip_relational:
             relational.Relational(env, results, w, ref, run_id).measure()
             drop_schema(env, SCHEMAS["relational"])

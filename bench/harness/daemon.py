@@ -15,13 +15,14 @@ from .services import REPO, BenchError, terminate
 class Daemon:
     """denormd run in the background, its log in a file, its RSS from wait4."""
 
-    def __init__(self, env, config, metrics_port, log_path):
+    def __init__(self, env, config, metrics_port, log_path, process_env=None):
+        """process_env: its environment (default env.env)."""
         self.env, self.metrics_port, self.log_path = env, metrics_port, log_path
         self.log_file = open(log_path, "w")
         self.started = time.time()
         self.proc = subprocess.Popen(
             [env.denormd, "run", "-c", config, "--metrics-port", str(metrics_port)],
-            env=env.env, stdout=self.log_file, stderr=subprocess.STDOUT, cwd=REPO)
+            env=process_env or env.env, stdout=self.log_file, stderr=subprocess.STDOUT, cwd=REPO)
         self.rss_kib = None
 
     def log_text(self):

@@ -1,4 +1,5 @@
-"""The report: the table of contenders, their notes, the relational path's rows, the requests
+"""The report: the table of contenders, their notes, the relational path's and the horizontal
+run's rows, the requests
 and freshness tables, the targets and their verdicts, the documents' checks; the freshness
 plot (SVG); and the results file (.md, with the command, date and machine, and .json)."""
 
@@ -13,6 +14,7 @@ from datetime import datetime, timezone
 import relational
 import soak
 
+from . import horizontal
 from .freshness import default_freshness
 from .services import REPO, T0, fmt_count, fmt_rate, log, machine
 from .svg import round_step, svg_start, x_ticks
@@ -170,6 +172,7 @@ def report(results, args, sizes, n_load, n_changes):
     lines += [f"- {n}" for n in notes]
     lines.append("")
     lines += relational.report_lines(results)
+    lines += horizontal.report_lines(results)
 
     lines += requests_table(results)
     fresh = [x for x in results.get("freshness", []) if x.get("p99") is not None]
@@ -289,6 +292,7 @@ def report(results, args, sizes, n_load, n_changes):
                             f"{max(rss) / 1024:.0f} MiB vs {kmib:.0f} MiB ({kmib / (max(rss) / 1024):.1f}x)",
                             verdict(kmib >= 3 * max(rss) / 1024)))
     targets += relational.targets(results)
+    targets += horizontal.targets(results)
     lines.append("| target | measured | |")
     lines.append("| --- | ---: | --- |")
     for t, m, v in targets:

@@ -20,6 +20,7 @@ SCHEMAS = {  # contender -> schema
     "kstreams": "bench_kstreams", "feed": "bench_feed",
     "floor": "bench_floor", "floor_writes": "bench_floor_writes",
     "relational": "bench_relational",
+    "horizontal_base": "bench_horizontal_base", "horizontal": "bench_horizontal",
 }
 COPY_OPTS = "with (format csv, quote e'\\x01', delimiter e'\\x02')"  # each line one text value
 

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""bench/harness/horizontal.py without services: the instance counts it accepts, the
+assignment it reads from daemon logs and when it calls it stable, the lock sampler's tally,
+and the table and verdict it reports.
+
+Usage: horizontal_test.py REPO
+"""
+
+import os
+import sys
+
+REPO = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                       os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+sys.dont_write_bytecode = True
+from harness import horizontal  # noqa: E402
+
+
+def assigned(*partitions):
+    return ("ts=2026-11-28T18:02:00.649Z level=info event=partitions_assigned partitions="
+            + ",".join(f"t/{p}@beginning" for p in partitions) + "\n")
+
+
+def revoked(*partitions):
+    return ("ts=2026-11-28T18:02:05.015Z level=info event=partitions_revoked partitions="
+            + ",".join(f"t/{p}" for p in partitions) + "\n")
+
+
+def check_counts():
+    assert horizontal.instance_counts("1,2,4") == [1, 2, 4]
+    assert horizontal.instance_counts("") == []
+    for bad in ("0", "5", "1,8"):
+        try:
+            horizontal.instance_counts(bad)
+        except ValueError as e:
+            assert "1 to 4" in str(e), e
+        else:
+            raise AssertionError(f"{bad!r} accepted")
+
+
+def check_assignment():
+    assert horizontal.assignment("ts=... event=daemon_started\n") is None
+    assert horizontal.assignment(assigned(0, 1, 2, 3)) == {"t/0", "t/1", "t/2", "t/3"}
+    # The last event counts: revoked, then assigned a share.
+    assert horizontal.assignment(assigned(0, 1, 2, 3) + revoked(0, 1, 2, 3)) is None
+    assert horizontal.assignment(assigned(0, 1, 2, 3) + revoked(0, 1, 2, 3) + assigned(2, 3)) \
+        == {"t/2", "t/3"}
+    a, b = {"t/0", "t/1"}, {"t/2", "t/3"}
+    assert horizontal.stable([a | b])
+    assert horizontal.stable([a, b])
+    assert not horizontal.stable([a | b, None]), "an instance without a share"
+    assert not horizontal.stable([a | b, b]), "a partition held twice (a rebalance under way)"
+    assert not horizontal.stable([a]), "a partition held by nobody"
+    assert not horizontal.stable([a, set()]), "an empty assignment"
+
+
+def check_tally():
+    lines = ["2 1\n", "0 0\n", "", "ERROR:  canceling statement due to user request\n",
+             "1 0\n"]
+    assert horizontal.tally(lines) == (3, 3, 1)
+    assert horizontal.tally([]) == (0, 0, 0)
+
+
+def row(n, lock, busy, differ=0):
+    return {"instances": n, "rate": 4000.0, "batches": 5, "lock_share": lock,
+            "busy_retries": 2, "busy_share": busy, "transient_retries": 0,
+            "wait_share": lock + busy, "differ": differ}
+
+
+def check_report():
+    assert horizontal.report_lines({}) == []
+    assert horizontal.targets({}) == []
+    results = {"horizontal": [row(1, 0.0, 0.0), row(2, 0.03, 0.01), row(4, 0.2, 0.1, differ=3)]}
+    text = "\n".join(horizontal.report_lines(results))
+    assert "| 2 | 4,000 | 5 | 3.0% | 2 (1.0%) | 0 | 4.0% | identical |" in text, text
+    assert "WRONG: 3 differ" in text, text
+    assert horizontal.targets(results)[0][1:] == ("4.0%", "MET")
+    results["horizontal"][1] = row(2, 0.04, 0.02)
+    assert horizontal.targets(results)[0][1:] == ("6.0%", "NOT MET")
+    results["horizontal"][1] = row(2, 0.0, 0.0, differ=1)
+    assert horizontal.targets(results)[0][2] == "NOT MET", "wrong documents never meet it"
+
+
+check_counts()
+check_assignment()
+check_tally()
+check_report()
+print("horizontal_test: ok")
