@@ -13,7 +13,12 @@ namespace denormd {
 
 namespace {
 
-constexpr int kAttemptsBeforeExclusive = 3;
+// A batch rolled back as Busy runs its second attempt alone: measured with
+// two and four instances on one store (bench/run.py --horizontal, 2026-11-28),
+// a second concurrent attempt met a held key again in most batches, and the
+// rolled-back attempts took 30-34 % of the instances' batch time with a third
+// attempt alone against 10-12 % with the second.
+constexpr int kAttemptsBeforeExclusive = 2;
 
 std::string StreamKey(const SourcePosition& at) {
   return at.source + '\x1f' + std::to_string(at.partition);
@@ -163,8 +168,8 @@ std::string GroupLockKey(const std::string& projection, const std::string& group
 
 Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* stats) const {
   // Busy means another writer held a phase-2 lock; the transaction rolled
-  // back holding nothing. Retry at once; from the third attempt on, run alone
-  // (exclusive writer lock), which always succeeds.
+  // back holding nothing. Retry at once, alone (the writer lock exclusively,
+  // kAttemptsBeforeExclusive), which always succeeds.
   uint64_t round_trips = 0, statements = 0;
   double busy_seconds = 0;
   for (int attempt = 1;; ++attempt) {
@@ -238,8 +243,8 @@ Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* st
 // shared holder). Phase 2 waits only briefly (WriteLocks::Mode::kWaitBriefly):
 // if another writer still holds one of its keys after that (the classic
 // cycle: W holds author a1 and wants book b1, R holds b1 and wants a1), the
-// batch rolls back with Busy and runs again; from the third attempt it takes
-// the writer lock exclusively, so it runs alone and may wait.
+// batch rolls back with Busy and runs again at once, taking the writer lock
+// exclusively (kAttemptsBeforeExclusive), so it runs alone and may wait.
 Status BatchApplier::ApplyInTransaction(StoreTransaction& txn, const EventBatch& batch,
                                         bool exclusive, BatchStats* stats) const {
   stats->events = batch.raw_count;
