@@ -55,16 +55,18 @@ def check_assignment():
 
 
 def check_tally():
-    lines = ["2 1\n", "0 0\n", "", "ERROR:  canceling statement due to user request\n",
-             "1 0\n"]
-    assert horizontal.tally(lines) == (3, 3, 1)
-    assert horizontal.tally([]) == (0, 0, 0)
+    lines = ["2 1 1\n", "0 0 0\n", "", "ERROR:  canceling statement due to user request\n",
+             "3 2 0\n", "1 0\n"]
+    assert horizontal.tally(lines) == (3, 5, 3, 1)
+    assert horizontal.tally([]) == (0, 0, 0, 0)
 
 
 def row(n, lock, busy, differ=0):
-    return {"instances": n, "rate": 4000.0, "batches": 5, "lock_share": lock,
-            "busy_retries": 2, "busy_share": busy, "transient_retries": 0,
-            "wait_share": lock + busy, "differ": differ}
+    f = {"instances": n, "rate": 4000.0, "batches": 5, "lock_share": lock,
+         "writers_share": lock / 2, "busy_retries": 2, "busy_share": busy,
+         "transient_retries": 0, "differ": differ}
+    f["wait_low"], f["wait_high"] = horizontal.wait_range(f)
+    return f
 
 
 def check_report():
@@ -72,11 +74,16 @@ def check_report():
     assert horizontal.targets({}) == []
     results = {"horizontal": [row(1, 0.0, 0.0), row(2, 0.03, 0.01), row(4, 0.2, 0.1, differ=3)]}
     text = "\n".join(horizontal.report_lines(results))
-    assert "| 2 | 4,000 | 5 | 3.0% | 2 (1.0%) | 0 | 4.0% | identical |" in text, text
-    assert "WRONG: 3 differ" in text, text
-    assert horizontal.targets(results)[0][1:] == ("4.0%", "MET")
+    assert "| 2 | 4,000 | 5 | 3.0% (1.5%) | 2 (1.0%) | 0 | 3.0%–4.0% | identical |" in text, text
+    assert "| 4 | 4,000 | 5 | 20.0% (10.0%) | 2 (10.0%) | 0 | 20.0%–30.0% | WRONG: 3 differ |" \
+        in text, text
+    assert horizontal.targets(results)[0][1:] == ("3.0%–4.0%", "MET")
     results["horizontal"][1] = row(2, 0.04, 0.02)
-    assert horizontal.targets(results)[0][1:] == ("6.0%", "NOT MET")
+    assert horizontal.targets(results)[0][1:] == ("4.0%–6.0%", "n/a (the range straddles 5 %)")
+    results["horizontal"][1] = row(2, 0.05, 0.0)
+    assert horizontal.targets(results)[0][1:] == ("5.0%", "NOT MET")
+    # Shares whose sum passes 100 % (waits inside rolled-back attempts) cap at it.
+    assert horizontal.wait_range({"lock_share": 0.7, "busy_share": 0.48}) == (0.7, 1.0)
     results["horizontal"][1] = row(2, 0.0, 0.0, differ=1)
     assert horizontal.targets(results)[0][2] == "NOT MET", "wrong documents never meet it"
 
