@@ -14,10 +14,11 @@ namespace denormd {
 namespace {
 
 // A batch rolled back as Busy runs its second attempt alone: measured with
-// two and four instances on one store (bench/run.py --horizontal, 2026-11-28),
-// a second concurrent attempt met a held key again in most batches, and the
-// rolled-back attempts took 30-34 % of the instances' batch time with a third
-// attempt alone against 10-12 % with the second.
+// two instances on one store (bench/run.py --horizontal, 2026-11-28), a
+// second concurrent attempt met a held key again in most batches, and the
+// rolled-back attempts took 30 % of the instances' batch time with the third
+// attempt alone (one run) against 12-18 % with the second (three runs;
+// docs/benchmarks.md, "Several instances on one store").
 constexpr int kAttemptsBeforeExclusive = 2;
 
 std::string StreamKey(const SourcePosition& at) {
