@@ -140,6 +140,12 @@ def main():
                         "each N (1 to 4, the topic's partitions): events/s, the share of batch "
                         "time waiting for locks or in busy retries, documents checked "
                         "(bench/harness/horizontal.py; default 1,2,4; '' or --skip-kafka: skip)")
+    g.add_argument("--horizontal-keys", default="entity", metavar="K,K,...",
+                   type=horizontal.keyings,
+                   help="how the horizontal run's records are keyed, each a run of every "
+                        "count: entity (type:id, as denormd publish does; the default) and "
+                        "post (a comment by its post, so that one instance gets most of a "
+                        "post's comments; on 2026-11-28 it did not lower the wait share)")
     g.add_argument("--skip-triggers", action="store_true",
                    help="skip the trigger contenders")
     g.add_argument("--skip-floor", action="store_true",

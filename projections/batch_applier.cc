@@ -17,7 +17,7 @@ namespace {
 // two instances on one store (bench/run.py --horizontal, 2026-11-28), a
 // second concurrent attempt met a held key again in most batches, and the
 // rolled-back attempts took 30 % of the instances' batch time with the third
-// attempt alone (one run) against 12-18 % with the second (three runs;
+// attempt alone (one run) against 8-18 % with the second (four runs;
 // docs/benchmarks.md, "Several instances on one store").
 constexpr int kAttemptsBeforeExclusive = 2;
 

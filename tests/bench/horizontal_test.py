@@ -61,8 +61,8 @@ def check_tally():
     assert horizontal.tally([]) == (0, 0, 0, 0)
 
 
-def row(n, lock, busy, differ=0):
-    f = {"instances": n, "rate": 4000.0, "batches": 5, "lock_share": lock,
+def row(n, lock, busy, differ=0, keying="entity"):
+    f = {"instances": n, "keying": keying, "rate": 4000.0, "batches": 5, "lock_share": lock,
          "writers_share": lock / 2, "busy_retries": 2, "busy_share": busy,
          "transient_retries": 0, "differ": differ}
     f["wait_low"], f["wait_high"] = horizontal.wait_range(f)
@@ -74,9 +74,11 @@ def check_report():
     assert horizontal.targets({}) == []
     results = {"horizontal": [row(1, 0.0, 0.0), row(2, 0.03, 0.01), row(4, 0.2, 0.1, differ=3)]}
     text = "\n".join(horizontal.report_lines(results))
-    assert "| 2 | 4,000 | 5 | 3.0% (1.5%) | 2 (1.0%) | 0 | 3.0%–4.0% | identical |" in text, text
-    assert "| 4 | 4,000 | 5 | 20.0% (10.0%) | 2 (10.0%) | 0 | 20.0%–30.0% | WRONG: 3 differ |" \
+    entity = "by entity (type:id)"
+    assert f"| {entity} | 2 | 4,000 | 5 | 3.0% (1.5%) | 2 (1.0%) | 0 | 3.0%–4.0% | identical |" \
         in text, text
+    assert (f"| {entity} | 4 | 4,000 | 5 | 20.0% (10.0%) | 2 (10.0%) | 0 | 20.0%–30.0% "
+            "| WRONG: 3 differ |") in text, text
     assert horizontal.targets(results)[0][1:] == ("3.0%–4.0%", "MET")
     results["horizontal"][1] = row(2, 0.04, 0.02)
     assert horizontal.targets(results)[0][1:] == ("4.0%–6.0%", "n/a (the range straddles 5 %)")
@@ -86,10 +88,44 @@ def check_report():
     assert horizontal.wait_range({"lock_share": 0.7, "busy_share": 0.48}) == (0.7, 1.0)
     results["horizontal"][1] = row(2, 0.0, 0.0, differ=1)
     assert horizontal.targets(results)[0][2] == "NOT MET", "wrong documents never meet it"
+    # One verdict per keying's 2-instance run.
+    results["horizontal"].append(row(2, 0.01, 0.0, keying="post"))
+    verdicts = horizontal.targets(results)
+    assert [v[2] for v in verdicts] == ["NOT MET", "MET"], verdicts
+    assert "keyed comments by their post" in verdicts[1][0], verdicts
+
+
+def check_keying():
+    assert horizontal.keyings("entity,post") == ["entity", "post"]
+    try:
+        horizontal.keyings("entity,author")
+    except ValueError as e:
+        assert "author" in str(e), e
+    else:
+        raise AssertionError("an unknown keying accepted")
+    load = ['{"type":"post","id":"p1","op":"upsert","version":1,"data":{"name":"P1"}}\n',
+            '{"type":"comment","id":"c1","op":"upsert","version":1,"data":{"postId":"p1"}}\n']
+    changes = [
+        # a comment of the load: keyed by the post the load gave it
+        '{"type":"comment","id":"c1","op":"patch","version":2,"data":{"comment":"x"}}\n',
+        # a new comment, then moved: every event keyed by the post it first named
+        '{"type":"comment","id":"c2","op":"upsert","version":1,"data":{"postId":"p2"}}\n',
+        '{"type":"comment","id":"c2","op":"patch","version":2,"data":{"postId":"p1"}}\n',
+        '{"type":"comment","id":"c2","op":"delete","version":3}\n',
+        # a comment never seen with a post, and any other type: type:id
+        '{"type":"comment","id":"c3","op":"delete","version":2}\n',
+        '{"type":"book","id":"b1","op":"patch","version":2,"data":{"name":"B"}}\n',
+    ]
+    keyed = horizontal.keyed_by_post(load, changes)
+    assert [k for k, _ in keyed] == [b"post:p1", b"post:p2", b"post:p2", b"post:p2",
+                                     b"comment:c3", b"book:b1"], keyed
+    assert [v for _, v in keyed] == [c.rstrip("\n").encode() for c in changes], \
+        "the records are the lines, in order"
 
 
 check_counts()
 check_assignment()
 check_tally()
 check_report()
+check_keying()
 print("horizontal_test: ok")
