@@ -36,9 +36,14 @@ void AppendSample(std::string* out, const std::string& name, const std::string& 
   *out += '\n';
 }
 
-void AppendCounter(std::string* out, const char* name, const char* help, uint64_t value) {
+void AppendCounter(std::string* out, const char* name, const char* help,
+                   const std::string& value) {
   AppendHeader(out, name, "counter", help);
-  AppendSample(out, name, "", std::to_string(value));
+  AppendSample(out, name, "", value);
+}
+
+void AppendCounter(std::string* out, const char* name, const char* help, uint64_t value) {
+  AppendCounter(out, name, help, std::to_string(value));
 }
 
 void AppendGauge(std::string* out, const char* name, const char* help,
@@ -260,9 +265,9 @@ std::string Metrics::Render() const {
                 "Attempts of committed batches rolled back because another writer held a key "
                 "they needed past a brief wait, and retried.",
                 busy_retries);
-  AppendHeader(&out, "denormd_batch_busy_seconds_total", "counter",
-               "Wall time of the attempts counted in denormd_batch_busy_retries_total.");
-  AppendSample(&out, "denormd_batch_busy_seconds_total", "", FormatSampleValue(busy_seconds));
+  AppendCounter(&out, "denormd_batch_busy_seconds_total",
+                "Wall time of the attempts counted in denormd_batch_busy_retries_total.",
+                FormatSampleValue(busy_seconds));
   AppendCounter(&out, "denormd_store_round_trips_total",
                 "Requests to the store server by committed batches, their retries included.",
                 store_round_trips);
