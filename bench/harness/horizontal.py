@@ -22,8 +22,9 @@ What the wait share is made of, measured on two sides that share no code:
                denormd_batch_duration_seconds_sum, summed over the instances;
                denormd_batch_retries_total counts transient retries besides.
 The wait share lies between the larger of the two and their sum (a lock wait inside a
-rolled-back attempt counts in both), capped at 100 %; the report gives that range. This machine has 2 cores: events/s will not scale; the wait
-share says whether the design serializes instances beyond what PostgreSQL can do.
+rolled-back attempt counts in both), capped at 100 %; the report gives that range. This
+machine has 2 cores: events/s will not scale; the wait share says whether the design
+serializes instances beyond what PostgreSQL can do.
 """
 
 import json
@@ -150,6 +151,12 @@ KEYING_NAMES = {"entity": "by entity (type:id)",
                 "post": "comments by their post (post:<postId>), the rest by entity"}
 
 
+def keying_name(f):
+    """How a run's records were keyed, for the report."""
+    keying = f.get("keying", "entity")
+    return KEYING_NAMES.get(keying, keying)
+
+
 def keyings(text):
     """--horizontal-keys's value: keyings of KEYINGS."""
     out = [k.strip() for k in text.split(",") if k.strip()]
@@ -167,8 +174,9 @@ def keyed_by_post(load_lines, change_lines):
     post_of = {}
 
     def remember(e):
-        if e["type"] == "comment" and e["id"] not in post_of and (e.get("data") or {}).get("postId"):
-            post_of[e["id"]] = e["data"]["postId"]
+        post = (e.get("data") or {}).get("postId")
+        if e["type"] == "comment" and e["id"] not in post_of and post:
+            post_of[e["id"]] = post
 
     for line in load_lines:
         remember(json.loads(line))
@@ -217,15 +225,16 @@ def run_count(env, results, w, run_id, n, keying, keyed):
     config = write_config(env, schema, topic=topic, group=f"denormd-bench-h{n}-{keying}-{run_id}")
     daemon_env = dict(env.env, PGAPPNAME=APP_NAME)
     label = f"{n} instance(s), keyed {keying}"
+    files = os.path.join(env.work, f"horizontal-{run_id}-{keying}-{n}")  # + -<i>.log, ...
     log(f"horizontal: {label}: starting them on the empty topic {topic}")
     daemons = []
     try:
         for i in range(n):
             daemons.append(Daemon(env, config, args.metrics_port + 1 + i,
-                                  os.path.join(env.work, f"horizontal-{run_id}-{n}-{i}.log"),
+                                  f"{files}-{i}.log",
                                   process_env=daemon_env))
         wait_for_stable_assignment(daemons)
-        sampler = LockSampler(env, os.path.join(env.work, f"horizontal-{run_id}-{n}-locks.txt"))
+        sampler = LockSampler(env, f"{files}-locks.txt")
         start = time.time()
         if keyed is None:
             publish = subprocess.Popen([env.denormd, "publish", "-q", "-c", config, w.changes],
@@ -234,16 +243,22 @@ def run_count(env, results, w, run_id, n, keying, keyed):
         else:
             publish = None
             publish_keyed(env, topic, keyed)
+        def committed():
+            for d in daemons:
+                if not d.alive():
+                    raise BenchError(f"horizontal, {label}: an instance exited:\n"
+                                     + d.log_text()[-3000:])
+            return positions_total(env, schema, topic)
+
         try:
-            done = daemons[0].wait_for_count(
-                lambda: positions_total(env, schema, topic) if all(d.alive() for d in daemons)
-                else -1, w.n_changes, f"horizontal, {label}", "events", args.stall_seconds)
+            done = daemons[0].wait_for_count(committed, w.n_changes, f"horizontal, {label}",
+                                             "events", args.stall_seconds)
         finally:
             samples, in_transaction, waiting, writers = sampler.stop()
             err = publish.communicate()[1] if publish is not None else ""
         if publish is not None and publish.returncode != 0:
             raise BenchError(f"horizontal: denormd publish failed: {err[-2000:]}")
-        texts = [d.save_metrics(os.path.join(env.work, f"horizontal-{run_id}-{n}-{i}.metrics"))
+        texts = [d.save_metrics(f"{files}-{i}.metrics")
                  for i, d in enumerate(daemons)]
     finally:
         codes = [d.stop() for d in daemons]
@@ -257,8 +272,10 @@ def run_count(env, results, w, run_id, n, keying, keyed):
     busy_seconds = total("denormd_batch_busy_seconds_total")
     f = {"instances": n, "keying": keying, "events": w.n_changes, "seconds": done - start,
          "rate": w.n_changes / (done - start), "batches": int(total("denormd_batches_total")),
-         "batch_seconds": batch_seconds, "busy_retries": int(total("denormd_batch_busy_retries_total")),
-         "busy_seconds": busy_seconds, "transient_retries": int(total("denormd_batch_retries_total")),
+         "batch_seconds": batch_seconds,
+         "busy_retries": int(total("denormd_batch_busy_retries_total")),
+         "busy_seconds": busy_seconds,
+         "transient_retries": int(total("denormd_batch_retries_total")),
          "samples": samples, "in_transaction": in_transaction, "lock_waiting": waiting,
          "lock_share": waiting / in_transaction if in_transaction else 0.0,
          "writers_share": writers / in_transaction if in_transaction else 0.0,
@@ -297,18 +314,17 @@ def report_lines(results):
            "it; bench/harness/horizontal.py): lock wait is PostgreSQL's view (pg_stat_activity "
            "every 10 ms: of the samples in which an instance's connection is inside a "
            "transaction, the share waiting for a lock; in brackets, for the writers' lock, "
-           "which a batch running alone holds exclusively; the rest wait for keys); busy retries the daemons' "
-           "(denormd_batch_busy_seconds_total over denormd_batch_duration_seconds_sum); the "
-           "wait share lies between the larger of the two and their sum (a lock wait inside a "
-           "rolled-back attempt counts in both). This machine has 2 cores: events/s is not expected to "
-           "scale.", "",
+           "which a batch running alone holds exclusively; the rest wait for keys); busy "
+           "retries the daemons' (denormd_batch_busy_seconds_total over "
+           "denormd_batch_duration_seconds_sum); the wait share lies between the larger of "
+           "the two and their sum (a lock wait inside a rolled-back attempt counts in both). "
+           "This machine has 2 cores: events/s is not expected to scale.", "",
            "| records keyed | instances | events/s | batches | lock wait (writers' lock) "
            "| busy retries (share of batch time) | transient retries | wait share | documents |",
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for f in rows:
         docs = "identical" if f["differ"] == 0 else f"WRONG: {f['differ']} differ"
-        keying = KEYING_NAMES.get(f.get("keying", "entity"), f.get("keying"))
-        out.append(f"| {keying} | {f['instances']} | {f['rate']:,.0f} | {f['batches']:,} "
+        out.append(f"| {keying_name(f)} | {f['instances']} | {f['rate']:,.0f} | {f['batches']:,} "
                    f"| {f['lock_share']:.1%} ({f.get('writers_share', 0):.1%}) "
                    f"| {f['busy_retries']:,} ({f['busy_share']:.1%}) "
                    f"| {f['transient_retries']:,} | {fmt_range(f['wait_low'], f['wait_high'])} "
@@ -333,6 +349,5 @@ def target(f):
         verdict = "MET"
     else:
         verdict = "n/a (the range straddles 5 %)"
-    keying = KEYING_NAMES.get(f.get("keying", "entity"), f.get("keying"))
-    return (f"horizontal: wait share < 5 % with 2 instances, records keyed {keying} "
+    return (f"horizontal: wait share < 5 % with 2 instances, records keyed {keying_name(f)} "
             "(documents identical)", fmt_range(f["wait_low"], f["wait_high"]), verdict)
