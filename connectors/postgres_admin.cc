@@ -19,12 +19,6 @@ namespace {
 constexpr const char* kSameDocument =
     " l.projection = s.projection and l.id = s.id and coalesce(l.pk, '') = coalesce(s.pk, '')";
 
-std::string Ident(const std::string& name) {
-  std::string out = "\"";
-  for (char c : name) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
 std::string Literal(const std::string& text) {
   std::string out = "'";
   for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
@@ -128,7 +122,7 @@ Status PostgresStore::Prune(const RetentionConfig& retention, size_t chunk_rows,
       }
     }
   } restore{connection_->pq};
-  const std::string s = connection_->pq.quote_name(config_.store.schema);
+  const std::string s = QuoteIdentifier(config_.store.schema);
   const std::string limit = std::to_string(std::max<size_t>(chunk_rows, 1));
   const std::string lock_row_limit =
       std::to_string(std::max<size_t>(std::min(chunk_rows, kLockRowsPerChunk), 1));
@@ -234,11 +228,11 @@ Status PostgresStore::AdministrationLocked(bool* held) {
 }
 
 std::string PostgresStore::Table(const std::string& collection) const {
-  return Ident(config_.store.schema) + "." + Ident(collection);
+  return QuoteIdentifier(config_.store.schema) + "." + QuoteIdentifier(collection);
 }
 
 Status PostgresStore::MarkApplying(const std::string& applying) {
-  const std::string s = Ident(config_.store.schema);
+  const std::string s = QuoteIdentifier(config_.store.schema);
   return Execute("lock table " + s + ".writers in exclusive mode;"
                  " delete from " + s + ".apply_journal;"
                  " insert into " + s + ".meta (key, value) values ('applying', " +
@@ -291,7 +285,7 @@ Status PostgresStore::DropBuiltCollections(const std::string& suffix) {
 }
 
 Status PostgresStore::RemoveRelationsExcept(const std::vector<RelationName>& kept) {
-  const std::string s = Ident(config_.store.schema);
+  const std::string s = QuoteIdentifier(config_.store.schema);
   const std::string keep = RelationCondition(kept);
   return Execute("delete from " + s + ".refs where not " + keep + "; delete from " + s +
                  ".ref_counts where not " + keep + ";");
@@ -299,7 +293,7 @@ Status PostgresStore::RemoveRelationsExcept(const std::vector<RelationName>& kep
 
 Status PostgresStore::RemoveRelations(const std::vector<RelationName>& dropped) {
   if (dropped.empty()) return Status::Ok();
-  const std::string s = Ident(config_.store.schema);
+  const std::string s = QuoteIdentifier(config_.store.schema);
   const std::string gone = RelationCondition(dropped);
   return Execute("delete from " + s + ".refs where " + gone + "; delete from " + s +
                  ".ref_counts where " + gone);
@@ -343,7 +337,7 @@ Status PostgresStore::CountDocuments(const std::string& collection, uint64_t* ou
 Status PostgresStore::SwitchModel(StoreTransaction& txn, const ModelSwitch& change,
                                   bool* switched) {
   *switched = false;
-  const std::string schema = Ident(config_.store.schema);
+  const std::string schema = QuoteIdentifier(config_.store.schema);
   // The change feed: the documents the switch writes or deletes in a
   // published collection go to the outbox like a batch's (when the store
   // has one), so that a consumer mirroring the collection follows the switch.
@@ -370,15 +364,15 @@ Status PostgresStore::SwitchModel(StoreTransaction& txn, const ModelSwitch& chan
   }
   for (const std::string& collection : change.rebuilt) {
     sql += "drop table if exists " + Table(collection) + ";";
-    sql += "alter table " + Table(collection + change.suffix) + " rename to " + Ident(collection) +
+    sql += "alter table " + Table(collection + change.suffix) + " rename to " + QuoteIdentifier(collection) +
            ";";
     std::vector<const char*> indexes(std::begin(kCollectionIndexSuffixes),
                                      std::end(kCollectionIndexSuffixes));
     indexes.insert(indexes.end(), std::begin(kSharedCollectionIndexSuffixes),
                    std::end(kSharedCollectionIndexSuffixes));
     for (const char* index : indexes) {
-      sql += "alter index if exists " + schema + "." + Ident(collection + change.suffix + index) +
-             " rename to " + Ident(collection + index) + ";";
+      sql += "alter index if exists " + schema + "." + QuoteIdentifier(collection + change.suffix + index) +
+             " rename to " + QuoteIdentifier(collection + index) + ";";
     }
   }
   // Compare and set: the switch is only from the epoch the apply read.

@@ -49,6 +49,15 @@ Status FromPostgresException(const std::exception& e, const std::string& what) {
   return Status::Fatal(message);
 }
 
+std::string QuoteIdentifier(const std::string& name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
 std::string PgTextArray(const std::vector<std::string>& values) {
   std::string out = "{";
   for (size_t i = 0; i < values.size(); ++i) {

@@ -60,6 +60,12 @@ inline constexpr const char* kCollectionIndexSuffixes[] = {"_by_pk", "_by_lo", "
                                                            "_by_number"};
 inline constexpr const char* kSharedCollectionIndexSuffixes[] = {"_key", "_by_id"};
 
+// An identifier, quoted as PostgreSQL reads it ("a""b" for a"b), without
+// the connection: pqxx's quote_name asks libpq, which needs a live
+// connection, and throws out of code that builds SQL before sending it
+// (outside Guard) once the connection is lost.
+std::string QuoteIdentifier(const std::string& name);
+
 // PostgreSQL array literals: {"a","b\"c"} and {1,-2,3}.
 std::string PgTextArray(const std::vector<std::string>& values);
 std::string PgBigintArray(const std::vector<int64_t>& values);

@@ -26,7 +26,7 @@ PostgresWork::PostgresWork(pqxx::connection_base& connection, ConnectionState& s
                            const std::string& schema, const ChangeCapture& capture)
     : work_(connection),
       connection_state_(state),
-      schema_(work_.quote_name(schema)),
+      schema_(QuoteIdentifier(schema)),
       capture_(capture) {
   // BEGIN goes with the transaction's first statements.
   pending_.push_back({"starting a transaction", "begin", nullptr, nullptr});
@@ -41,7 +41,7 @@ PostgresWork::~PostgresWork() {
 }
 
 std::string PostgresWork::Table(const ProjectionConfig& projection) {
-  return schema_ + "." + work_.quote_name(projection.collection);
+  return schema_ + "." + QuoteIdentifier(projection.collection);
 }
 
 bool PostgresWork::Captured(const ProjectionConfig& projection) const {

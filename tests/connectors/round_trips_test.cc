@@ -11,6 +11,7 @@
 
 #include "daemon/replay.h"
 #include "formats/decoder.h"
+#include "projections/buckets/bucket_tables.h"
 #include "projections/stream.h"
 #include "projections/maintenance.h"
 #include "tests/test_support.h"
@@ -157,6 +158,56 @@ TEST(RoundTrips, AConnectionLostBeforeAStatementIsQueuedFailsTheBatchTransiently
   EXPECT_EQ(std::vector<std::string>{"Ada"},
             testing::Sql("select doc->>'firstName' from " + article.config.store.schema +
                          ".authors where id = 'a9'"));
+}
+
+
+// After the connection is lost, every role still answers with a Status:
+// none may throw out of the store, and statements that build their SQL
+// first (a table's quoted name) must not ask the lost connection for it.
+// pqxx's quote_name did, and ended `denormd run` with std::terminate when
+// the PostgreSQL primary was killed in the middle of a batch that wrote
+// comment pages (tests/production, StandbyPromoted, CI of 4cb1b6f).
+TEST(RoundTrips, EveryRoleAnswersWithAStatusOnceTheConnectionIsLost) {
+  testing::ArticleOnPostgres article;
+  const ProjectionConfig* pages = nullptr;
+  const ProjectionConfig* posts = nullptr;
+  for (const ProjectionConfig& projection : article.config.projections) {
+    if (projection.name == "post_comments") pages = &projection;
+    if (projection.name == "posts") posts = &projection;
+  }
+  ASSERT_NE(nullptr, pages);
+  ASSERT_NE(nullptr, posts);
+  std::vector<std::string> pid;
+  ASSERT_TRUE(article.postgres().Execute("select pg_backend_pid()", &pid).ok());
+  ASSERT_EQ(1u, pid.size());
+  std::unique_ptr<StoreTransaction> txn;
+  ASSERT_TRUE(article.store.Begin(&txn).ok());
+  ASSERT_EQ(std::vector<std::string>{"t"}, testing::Sql("select pg_terminate_backend(" + pid[0] + ")"));
+  // The first statement sent learns of the loss.
+  std::vector<StoredPosition> positions;
+  Status first;
+  ASSERT_NO_THROW(first = txn->ledger().LoadPositions("file:lost", &positions));
+  EXPECT_TRUE(first.IsTransient()) << first.ToString();
+  // Every later one, on the connection libpq now knows is gone.
+  std::vector<BucketSlot> slots;
+  std::map<std::string, uint64_t> numbers;
+  uint64_t written = 0;
+  std::vector<DocumentRow> rows;
+  // A deferred statement (a lock) is only queued, and fails the commit.
+  std::vector<std::pair<std::string, std::function<Status()>>> calls = {
+      {"ProbeBuckets", [&] { return txn->buckets().ProbeBuckets(*pages, {{"p1", {"00", "c1"}}}, &slots); }},
+      {"MaxBucketNumbers", [&] { return txn->buckets().MaxBucketNumbers(*pages, {"p1"}, &numbers); }},
+      {"RespaceBuckets", [&] { return txn->buckets().RespaceBuckets(*pages, "p1", 1, 5, 2, &written); }},
+      {"Load", [&] { return txn->documents().Load(*posts, {"p1"}, &rows); }},
+      {"Commit", [&] { return txn->Commit(); }},
+  };
+  Status locked;
+  ASSERT_NO_THROW(locked = txn->locks().LockKeys({"posts/p1"}, WriteLocks::Mode::kWait));
+  for (const auto& call : calls) {
+    Status status;
+    ASSERT_NO_THROW(status = call.second()) << call.first;
+    EXPECT_TRUE(status.IsTransient()) << call.first << ": " << status.ToString();
+  }
 }
 
 }  // namespace
