@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "connectors/postgres_read_ahead.h"
 #include "projections/buckets/bucket_tables.h"
 
 namespace denormd {
@@ -26,6 +27,10 @@ class PostgresBucketTables : public BucketTables {
  public:
   explicit PostgresBucketTables(PostgresWork& work) : work_(work) {}
 
+  // A question read ahead is answered from its rows while no document of
+  // the collection was written since (postgres_read_ahead.h).
+  void ReadProbesAhead(const ProjectionConfig& projection,
+                       const std::vector<std::pair<std::string, IndexKey>>& probes) override;
   Status ProbeBuckets(const ProjectionConfig& projection,
                       const std::vector<std::pair<std::string, IndexKey>>& probes,
                       std::vector<BucketSlot>* out) override;
@@ -37,7 +42,12 @@ class PostgresBucketTables : public BucketTables {
                         uint64_t* written) override;
 
  private:
+  struct ProbeQuestion;
+
   PostgresWork& work_;
+  // Probes read ahead, by question, at PostgresWork::document_writes of the
+  // projection's collection.
+  ReadAheadRows<std::string, std::vector<BucketSlot>> probes_ahead_;
 };
 
 }  // namespace denormd

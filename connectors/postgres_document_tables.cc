@@ -1,5 +1,7 @@
 #include "connectors/postgres_document_tables.h"
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "connectors/postgres_work.h"
@@ -116,6 +118,7 @@ Status PostgresDocumentTables::Upsert(const ProjectionConfig& projection,
   // Deferred: the count is added (and a clash refuses the transaction)
   // when the statement has run, with the next read or before COMMIT.
   const std::string what = "writing documents of " + projection.name;
+  work_.DocumentsWritten(projection.collection);
   PostgresWork::Deferred write{
       what, "",
       [shared, written, collection = projection.collection,
@@ -154,10 +157,54 @@ Status PostgresDocumentTables::DeleteByPkExcept(const ProjectionConfig& projecti
                      PgTextArray(pks), PgTextArray(keep), deleted);
 }
 
+void PostgresDocumentTables::ReadAhead(const ProjectionConfig& projection,
+                                       const std::vector<std::string>& ids) {
+  const uint64_t stamp = work_.document_writes(projection.collection);
+  std::vector<std::string> asked = read_[projection.name].Ask(ids, stamp);
+  if (asked.empty()) return;
+  work_.Defer({"loading documents of " + projection.name + " ahead", "",
+               [this, asked, stamp, name = projection.name](const pqxx::result& rows) {
+                 std::map<std::string, DocumentRow> found;
+                 for (DocumentRow& row : DocumentRows(rows)) {
+                   std::string id = row.id;
+                   found[std::move(id)] = std::move(row);
+                 }
+                 read_[name].Arrived(asked, stamp, std::move(found));
+                 return Status::Ok();
+               },
+               nullptr, /*may_refuse=*/false},
+              LoadSql(projection, "id"), projection.name, PgTextArray(asked));
+}
+
 Status PostgresDocumentTables::Load(const ProjectionConfig& projection,
-                                    const std::vector<std::string>& ids,
+                                    const std::vector<std::string>& given,
                                     std::vector<DocumentRow>* out) {
-  return LoadDocumentsWhere(projection, "id", ids, out);
+  std::vector<std::string> ids = given;
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids.empty()) return Status::Ok();
+  const uint64_t stamp = work_.document_writes(projection.collection);
+  ReadAheadRows<std::string, DocumentRow>& read = read_[projection.name];
+  using Answer = ReadAheadRows<std::string, DocumentRow>::Answer;
+  Answer answer = read.Covers(ids, stamp);
+  if (answer == Answer::kPending) {
+    DENORMD_RETURN_IF_ERROR(work_.SendDeferred("loading documents of " + projection.name));
+    answer = read.Covers(ids, stamp);
+  }
+  if (answer == Answer::kKept) {
+    for (const std::string& id : ids) {
+      if (const DocumentRow* row = read.Find(id)) out->push_back(*row);
+    }
+    return Status::Ok();
+  }
+  std::vector<DocumentRow> rows;
+  DENORMD_RETURN_IF_ERROR(LoadDocumentsWhere(projection, "id", ids, &rows));
+  std::map<std::string, DocumentRow> found;
+  for (const DocumentRow& row : rows) found[row.id] = row;
+  read.Keep(ids, stamp, std::move(found));
+  out->insert(out->end(), std::make_move_iterator(rows.begin()),
+              std::make_move_iterator(rows.end()));
+  return Status::Ok();
 }
 
 Status PostgresDocumentTables::LoadByPk(const ProjectionConfig& projection,
@@ -184,6 +231,7 @@ Status PostgresDocumentTables::DeleteWhere(const ProjectionConfig& projection,
       "delete from " + work_.Table(projection) + " where projection = $1 and " + condition;
   // Deferred: the count is added when the statement has run.
   const std::string what = "deleting documents of " + projection.name;
+  work_.DocumentsWritten(projection.collection);
   return Guard(what, [&] {
     if (!work_.Captured(projection)) {
       PostgresWork::Deferred count{what, "",
@@ -220,19 +268,15 @@ Status PostgresDocumentTables::DeleteWhere(const ProjectionConfig& projection,
   });
 }
 
-Status PostgresDocumentTables::LoadDocumentsWhere(const ProjectionConfig& projection,
-                                                  const std::string& column,
-                                                  const std::vector<std::string>& values,
-                                                  std::vector<DocumentRow>* out) {
-  if (values.empty()) return Status::Ok();
-  pqxx::result rows;
-  DENORMD_RETURN_IF_ERROR(Guard("loading documents of " + projection.name, [&] {
-    rows = work_.Run(
-        "select id, pk, doc::text, number, seq, encode(lo_sort, 'hex'), lo_id, members,"
-        " encode(member_keys, 'hex') from " +
-            work_.Table(projection) + " where projection = $1 and " + column + " = any($2::text[])",
-        projection.name, PgTextArray(values));
-  }));
+std::string PostgresDocumentTables::LoadSql(const ProjectionConfig& projection,
+                                            const std::string& column) {
+  return "select id, pk, doc::text, number, seq, encode(lo_sort, 'hex'), lo_id, members,"
+         " encode(member_keys, 'hex') from " +
+         work_.Table(projection) + " where projection = $1 and " + column + " = any($2::text[])";
+}
+
+std::vector<DocumentRow> PostgresDocumentTables::DocumentRows(const pqxx::result& rows) {
+  std::vector<DocumentRow> out;
   for (const auto& row : rows) {
     DocumentRow doc;
     doc.id = row[0].c_str();
@@ -248,8 +292,21 @@ Status PostgresDocumentTables::LoadDocumentsWhere(const ProjectionConfig& projec
       if (!row[8].is_null()) meta.member_keys = HexDecode(row[8].c_str());
       doc.bucket = meta;
     }
-    out->push_back(std::move(doc));
+    out.push_back(std::move(doc));
   }
+  return out;
+}
+
+Status PostgresDocumentTables::LoadDocumentsWhere(const ProjectionConfig& projection,
+                                                  const std::string& column,
+                                                  const std::vector<std::string>& values,
+                                                  std::vector<DocumentRow>* out) {
+  if (values.empty()) return Status::Ok();
+  pqxx::result rows;
+  DENORMD_RETURN_IF_ERROR(Guard("loading documents of " + projection.name, [&] {
+    rows = work_.Run(LoadSql(projection, column), projection.name, PgTextArray(values));
+  }));
+  for (DocumentRow& doc : DocumentRows(rows)) out->push_back(std::move(doc));
   return Status::Ok();
 }
 

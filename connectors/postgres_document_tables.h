@@ -14,14 +14,24 @@
 #define DENORMD_CONNECTORS_POSTGRES_DOCUMENT_TABLES_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "connectors/postgres_read_ahead.h"
 #include "projections/store.h"
 
 namespace denormd {
 
 class PostgresWork;
+
+}  // namespace denormd
+
+namespace pqxx {
+class result;
+}  // namespace pqxx
+
+namespace denormd {
 
 class PostgresDocumentTables : public DocumentTables {
  public:
@@ -33,6 +43,10 @@ class PostgresDocumentTables : public DocumentTables {
                 uint64_t* deleted) override;
   Status DeleteByPkExcept(const ProjectionConfig& projection, const std::vector<std::string>& pks,
                           const std::vector<std::string>& keep, uint64_t* deleted) override;
+  // Answered from documents read ahead (or by an earlier Load) when every
+  // id's was, and no document of the collection was written since
+  // (postgres_read_ahead.h).
+  void ReadAhead(const ProjectionConfig& projection, const std::vector<std::string>& ids) override;
   Status Load(const ProjectionConfig& projection, const std::vector<std::string>& ids,
               std::vector<DocumentRow>* out) override;
   Status LoadByPk(const ProjectionConfig& projection, const std::vector<std::string>& pks,
@@ -46,10 +60,18 @@ class PostgresDocumentTables : public DocumentTables {
   Status DeleteWhere(const ProjectionConfig& projection, const std::string& condition,
                      const std::string& a, const std::string& b, uint64_t* deleted);
   // The documents of `projection` whose `column` is one of `values`.
+  // The statement that loads documents of `projection` by `column` ($2,
+  // an array), and its rows.
+  std::string LoadSql(const ProjectionConfig& projection, const std::string& column);
+  static std::vector<DocumentRow> DocumentRows(const pqxx::result& rows);
   Status LoadDocumentsWhere(const ProjectionConfig& projection, const std::string& column,
                             const std::vector<std::string>& values, std::vector<DocumentRow>* out);
 
   PostgresWork& work_;
+  // Documents read ahead or loaded, by (projection, id), at
+  // PostgresWork::document_writes of their collection (one ReadAheadRows
+  // per projection: each collection has its own count of writes).
+  std::map<std::string, ReadAheadRows<std::string, DocumentRow>> read_;
 };
 
 }  // namespace denormd

@@ -1,5 +1,7 @@
 #include "connectors/postgres_reference_index.h"
 
+#include <memory>
+
 #include "connectors/postgres_work.h"
 
 namespace denormd {
@@ -66,42 +68,35 @@ std::string CountDeltasSql(const std::string& schema) {
          " on conflict (type, field, target) do update set count = c.count + excluded.count";
 }
 
-Status PostgresReferenceIndex::Scan(const Relation& relation,
-                                    const std::vector<IndexRange>& ranges, Read read,
-                                    std::vector<Referrer>* out) {
-  if (ranges.empty()) return Status::Ok();
-  const std::string& schema = work_.schema();
-  const RangeArrays arrays(ranges);
-  // Per range one index range scan in the range's direction.
-  const std::string range = ".refs r where r.type = $1 and r.field = $2 and r.target = t.target"
-                            " and (r.sort, r.id) ";
-  const std::string bound = " (decode(t.sort, 'hex'), t.id collate \"C\")";
-  const std::string scans =
-      " from unnest($3::text[], $4::text[], $5::text[], $6::bool[], $7::bigint[])"
-      " t(target, sort, id, backward, lim)"
-      " cross join lateral ((select r.sort, r.id from " + schema + range + ">=" + bound +
-      " and not t.backward order by r.sort, r.id limit t.lim)"
-      " union all (select r.sort, r.id from " + schema + range + "<" + bound +
-      " and t.backward order by r.sort desc, r.id desc limit t.lim)) x";
-  const bool with_data = read == Read::kKeysAndData;
-  const std::string sql =
-      // Only live entities: the rows of a relation that `denormd apply` is
-      // building may name one deleted since (its catch-up removes them).
-      with_data ? "select t.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text" +
-                      scans + " join " + schema + ".entities e on e.type = $1 and e.id = x.id"
-                      " and not e.deleted and e.data is not null"
-                : "select t.target, encode(x.sort, 'hex'), x.id" + scans;
-  std::string key = relation.entity_type() + '\x1f' + relation.name() + '\x1f' +
-                    (with_data ? "d" : "k") + '\x1f' + arrays.target + '\x1f' + arrays.sort +
-                    '\x1f' + arrays.id + '\x1f' + arrays.backward + '\x1f' + arrays.limit;
-  if (key != last_scan_key_ || last_scan_writes_ != work_.index_writes()) {
-    last_scan_key_.clear();
-    last_scan_.clear();
-    pqxx::result rows;
-    DENORMD_RETURN_IF_ERROR(Guard(with_data ? "loading referrers" : "finding referrers", [&] {
-      rows = work_.Run(sql, relation.entity_type(), relation.name(), arrays.target, arrays.sort,
-                       arrays.id, arrays.backward, arrays.limit);
-    }));
+// One Scan question: its statement, parameters and the key it is kept by.
+struct PostgresReferenceIndex::ScanQuestion {
+  ScanQuestion(const std::string& schema, const Relation& relation,
+               const std::vector<IndexRange>& ranges, Read read)
+      : arrays(ranges), with_data(read == Read::kKeysAndData) {
+    // Per range one index range scan in the range's direction.
+    const std::string range = ".refs r where r.type = $1 and r.field = $2 and r.target = t.target"
+                              " and (r.sort, r.id) ";
+    const std::string bound = " (decode(t.sort, 'hex'), t.id collate \"C\")";
+    const std::string scans =
+        " from unnest($3::text[], $4::text[], $5::text[], $6::bool[], $7::bigint[])"
+        " t(target, sort, id, backward, lim)"
+        " cross join lateral ((select r.sort, r.id from " + schema + range + ">=" + bound +
+        " and not t.backward order by r.sort, r.id limit t.lim)"
+        " union all (select r.sort, r.id from " + schema + range + "<" + bound +
+        " and t.backward order by r.sort desc, r.id desc limit t.lim)) x";
+    // Only live entities: the rows of a relation that `denormd apply` is
+    // building may name one deleted since (its catch-up removes them).
+    sql = with_data ? "select t.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text" +
+                          scans + " join " + schema + ".entities e on e.type = $1 and e.id = x.id"
+                          " and not e.deleted and e.data is not null"
+                    : "select t.target, encode(x.sort, 'hex'), x.id" + scans;
+    key = relation.entity_type() + '\x1f' + relation.name() + '\x1f' + (with_data ? "d" : "k") +
+          '\x1f' + arrays.target + '\x1f' + arrays.sort + '\x1f' + arrays.id + '\x1f' +
+          arrays.backward + '\x1f' + arrays.limit;
+  }
+  // Its answer, from the rows of `sql`.
+  Status Referrers(const Relation& relation, const pqxx::result& rows,
+                   std::vector<Referrer>* out) const {
     for (const auto& row : rows) {
       Referrer referrer;
       referrer.target = row[0].c_str();
@@ -111,10 +106,67 @@ Status PostgresReferenceIndex::Scan(const Relation& relation,
         referrer.entity.version = ParseVersion(row[3]);
         DENORMD_RETURN_IF_ERROR(ParseData(row[4], &referrer.entity.data));
       }
-      last_scan_.push_back(std::move(referrer));
+      out->push_back(std::move(referrer));
     }
-    last_scan_key_ = std::move(key);
-    last_scan_writes_ = work_.index_writes();
+    return Status::Ok();
+  }
+
+  const RangeArrays arrays;
+  const bool with_data;
+  std::string sql;
+  std::string key;
+};
+
+void PostgresReferenceIndex::ReadScanAhead(const Relation& relation,
+                                           const std::vector<IndexRange>& ranges, Read read) {
+  if (ranges.empty()) return;
+  auto question = std::make_shared<ScanQuestion>(work_.schema(), relation, ranges, read);
+  const uint64_t stamp = work_.index_writes();
+  if (scans_ahead_.Ask({question->key}, stamp).empty()) return;
+  const RangeArrays& a = question->arrays;
+  work_.Defer({question->with_data ? "loading referrers ahead" : "finding referrers ahead", "",
+               [this, question, stamp, &relation](const pqxx::result& rows) {
+                 std::map<std::string, std::vector<Referrer>> found;
+                 DENORMD_RETURN_IF_ERROR(
+                     question->Referrers(relation, rows, &found[question->key]));
+                 scans_ahead_.Arrived({question->key}, stamp, std::move(found));
+                 return Status::Ok();
+               },
+               nullptr, /*may_refuse=*/false},
+              question->sql, relation.entity_type(), relation.name(), a.target, a.sort, a.id,
+              a.backward, a.limit);
+}
+
+Status PostgresReferenceIndex::Scan(const Relation& relation,
+                                    const std::vector<IndexRange>& ranges, Read read,
+                                    std::vector<Referrer>* out) {
+  if (ranges.empty()) return Status::Ok();
+  const ScanQuestion question(work_.schema(), relation, ranges, read);
+  const uint64_t stamp = work_.index_writes();
+  using Answer = ReadAheadRows<std::string, std::vector<Referrer>>::Answer;
+  Answer ahead = scans_ahead_.Covers({question.key}, stamp);
+  if (ahead == Answer::kPending) {
+    DENORMD_RETURN_IF_ERROR(work_.SendDeferred("loading referrers"));
+    ahead = scans_ahead_.Covers({question.key}, stamp);
+  }
+  if (ahead == Answer::kKept) {
+    const std::vector<Referrer>* kept = scans_ahead_.Find(question.key);
+    if (kept != nullptr) out->insert(out->end(), kept->begin(), kept->end());
+    return Status::Ok();
+  }
+  if (question.key != last_scan_key_ || last_scan_writes_ != stamp) {
+    last_scan_key_.clear();
+    last_scan_.clear();
+    pqxx::result rows;
+    const RangeArrays& a = question.arrays;
+    DENORMD_RETURN_IF_ERROR(
+        Guard(question.with_data ? "loading referrers" : "finding referrers", [&] {
+          rows = work_.Run(question.sql, relation.entity_type(), relation.name(), a.target, a.sort,
+                           a.id, a.backward, a.limit);
+        }));
+    DENORMD_RETURN_IF_ERROR(question.Referrers(relation, rows, &last_scan_));
+    last_scan_key_ = question.key;
+    last_scan_writes_ = stamp;
   }
   out->insert(out->end(), last_scan_.begin(), last_scan_.end());
   return Status::Ok();
@@ -135,15 +187,7 @@ Status PostgresReferenceIndex::Count(const Relation& relation,
     }
   }
   pqxx::result rows;
-  if (!whole.empty()) {
-    DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
-      rows = work_.Run("select target, count from " + work_.schema() +
-                           ".ref_counts where type = $1 and field = $2 and"
-                           " target = any($3::text[]) and count > 0",
-                       relation.entity_type(), relation.name(), PgTextArray(whole));
-    }));
-    for (const auto& row : rows) (*out)[row[0].c_str()] = row[1].as<uint64_t>();
-  }
+  if (!whole.empty()) DENORMD_RETURN_IF_ERROR(CountWhole(relation, whole, out));
   if (from.empty()) return Status::Ok();
   const RangeArrays arrays(from);
   DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
@@ -155,6 +199,76 @@ Status PostgresReferenceIndex::Count(const Relation& relation,
         relation.entity_type(), relation.name(), arrays.target, arrays.sort, arrays.id);
   }));
   for (const auto& row : rows) (*out)[row[0].c_str()] = row[1].as<uint64_t>();
+  return Status::Ok();
+}
+
+namespace {
+
+std::string CountersSql(const std::string& schema) {
+  return "select target, count from " + schema +
+         ".ref_counts where type = $1 and field = $2 and target = any($3::text[]) and count > 0";
+}
+
+}  // namespace
+
+void PostgresReferenceIndex::ReadCountsAhead(const Relation& relation,
+                                             const std::vector<std::string>& targets) {
+  std::vector<CounterKey> keys;
+  for (const std::string& target : targets) {
+    keys.emplace_back(relation.entity_type(), relation.name(), target);
+  }
+  const uint64_t stamp = work_.index_writes();
+  std::vector<CounterKey> asked = counters_.Ask(keys, stamp);
+  if (asked.empty()) return;
+  std::vector<std::string> asked_targets;
+  for (const CounterKey& key : asked) asked_targets.push_back(std::get<2>(key));
+  work_.Defer({"counting referrers ahead", "",
+               [this, asked, stamp, type = relation.entity_type(),
+                field = relation.name()](const pqxx::result& rows) {
+                 std::map<CounterKey, uint64_t> found;
+                 for (const auto& row : rows) {
+                   found[{type, field, row[0].c_str()}] = row[1].as<uint64_t>();
+                 }
+                 counters_.Arrived(asked, stamp, std::move(found));
+                 return Status::Ok();
+               },
+               nullptr, /*may_refuse=*/false},
+              CountersSql(work_.schema()), relation.entity_type(), relation.name(),
+              PgTextArray(asked_targets));
+}
+
+Status PostgresReferenceIndex::CountWhole(const Relation& relation,
+                                          const std::vector<std::string>& targets,
+                                          std::map<std::string, uint64_t>* out) {
+  std::vector<CounterKey> keys;
+  for (const std::string& target : targets) {
+    keys.emplace_back(relation.entity_type(), relation.name(), target);
+  }
+  const uint64_t stamp = work_.index_writes();
+  using Answer = ReadAheadRows<CounterKey, uint64_t>::Answer;
+  Answer answer = counters_.Covers(keys, stamp);
+  if (answer == Answer::kPending) {
+    DENORMD_RETURN_IF_ERROR(work_.SendDeferred("counting referrers"));
+    answer = counters_.Covers(keys, stamp);
+  }
+  if (answer == Answer::kKept) {
+    for (const CounterKey& key : keys) {
+      const uint64_t* count = counters_.Find(key);
+      (*out)[std::get<2>(key)] = count == nullptr ? 0 : *count;
+    }
+    return Status::Ok();
+  }
+  pqxx::result rows;
+  DENORMD_RETURN_IF_ERROR(Guard("counting referrers", [&] {
+    rows = work_.Run(CountersSql(work_.schema()), relation.entity_type(), relation.name(),
+                     PgTextArray(targets));
+  }));
+  std::map<CounterKey, uint64_t> found;
+  for (const auto& row : rows) {
+    (*out)[row[0].c_str()] = row[1].as<uint64_t>();
+    found[{relation.entity_type(), relation.name(), row[0].c_str()}] = row[1].as<uint64_t>();
+  }
+  counters_.Keep(keys, stamp, std::move(found));
   return Status::Ok();
 }
 
@@ -198,6 +312,7 @@ Status PostgresReferenceIndex::RowsOf(const std::vector<EntityKey>& entities,
 Status PostgresReferenceIndex::RecountTargets() {
   const std::string& schema = work_.schema();
   const std::string counts = schema + ".ref_counts";
+  work_.IndexWritten();
   return Guard("recounting the reference index", [&] {
     work_.Run("with actual as (select type, field, target, count(*) as n from " + schema +
               ".refs group by 1, 2, 3),"

@@ -15,8 +15,10 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "connectors/postgres_read_ahead.h"
 #include "projections/json_writer.h"
 #include "projections/store.h"
 
@@ -45,8 +47,14 @@ class PostgresReferenceIndex : public ReferenceIndex {
   // an id list through one link) ask the same ranges one after the other:
   // the second is answered from the first, which ran under the same locks,
   // until this transaction writes index rows.
+  // A question read ahead is answered from its rows (postgres_read_ahead.h).
+  void ReadScanAhead(const Relation& relation, const std::vector<IndexRange>& ranges,
+                     Read read) override;
   Status Scan(const Relation& relation, const std::vector<IndexRange>& ranges, Read read,
               std::vector<Referrer>* out) override;
+  // Whole ranges are answered from counters read ahead (or by an earlier
+  // Count) when every target's was (postgres_read_ahead.h).
+  void ReadCountsAhead(const Relation& relation, const std::vector<std::string>& targets) override;
   Status Count(const Relation& relation, const std::vector<IndexRange>& ranges,
                std::map<std::string, uint64_t>* out) override;
   Status ListTargets(const Relation& relation, const std::string& after, size_t limit,
@@ -56,7 +64,18 @@ class PostgresReferenceIndex : public ReferenceIndex {
   Status WriteRows(const std::vector<OwnedRows>& writes) override;
 
  private:
+  // The counters of `targets` in `relation`: read now, or kept.
+  Status CountWhole(const Relation& relation, const std::vector<std::string>& targets,
+                    std::map<std::string, uint64_t>* out);
+
   PostgresWork& work_;
+  // Counters read ahead or read, by (type, field, target), at
+  // PostgresWork::index_writes.
+  using CounterKey = std::tuple<std::string, std::string, std::string>;
+  ReadAheadRows<CounterKey, uint64_t> counters_;
+  struct ScanQuestion;
+  // Scans read ahead, by question, at PostgresWork::index_writes.
+  ReadAheadRows<std::string, std::vector<Referrer>> scans_ahead_;
   std::string last_scan_key_;         // Scan's last question ("": none kept)
   uint64_t last_scan_writes_ = 0;     // PostgresWork::index_writes() when it was asked
   std::vector<Referrer> last_scan_;   // and its answer

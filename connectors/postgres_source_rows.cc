@@ -1,5 +1,6 @@
 #include "connectors/postgres_source_rows.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "connectors/postgres_reference_index.h"
@@ -34,38 +35,103 @@ void WriteEntityRow(JsonWriter& e, const EntityRecord& record) {
 
 }  // namespace
 
-// The records this transaction wrote are served from memory: their rows
-// stay locked until it ends (the UPDATE's row lock), so they are what a
-// read would return. Only the other keys are read.
-Status PostgresSourceRows::LoadEntities(const std::vector<EntityKey>& keys,
-                                        std::vector<EntityRecord>* out) {
-  std::vector<std::string> types, ids;
-  for (const EntityKey& key : keys) {
-    auto written = written_.find(key);
-    if (written != written_.end()) {
-      out->push_back(written->second);
-      continue;
-    }
-    types.push_back(key.type);
-    ids.push_back(key.id);
-  }
-  if (ids.empty()) return Status::Ok();
-  pqxx::result rows;
-  DENORMD_RETURN_IF_ERROR(Guard("loading entities", [&] {
-    rows = work_.Run(
-        "select e.type, e.id, e.version::text, e.deleted, e.data::text from " + work_.schema() +
-            ".entities e join unnest($1::text[], $2::text[]) k(type, id)"
-            " on e.type = k.type and e.id = k.id",
-        PgTextArray(types), PgTextArray(ids));
-  }));
+namespace {
+
+constexpr const char* kLoadEntitiesSql =
+    "select e.type, e.id, e.version::text, e.deleted, e.data::text from %s.entities e"
+    " join unnest($1::text[], $2::text[]) k(type, id) on e.type = k.type and e.id = k.id";
+
+// The rows of kLoadEntitiesSql, by key.
+Status EntityRows(const pqxx::result& rows, std::map<EntityKey, EntityRecord>* out) {
   for (const auto& row : rows) {
     EntityRecord record;
     record.key = {row[0].c_str(), row[1].c_str()};
     record.version = ParseVersion(row[2]);
     record.deleted = row[3].as<bool>();
     DENORMD_RETURN_IF_ERROR(ParseData(row[4], &record.data));
-    out->push_back(std::move(record));
+    EntityKey key = record.key;
+    (*out)[std::move(key)] = std::move(record);
   }
+  return Status::Ok();
+}
+
+void KeyArrays(const std::vector<EntityKey>& keys, std::string* types, std::string* ids) {
+  std::vector<std::string> t, i;
+  for (const EntityKey& key : keys) {
+    t.push_back(key.type);
+    i.push_back(key.id);
+  }
+  *types = PgTextArray(t);
+  *ids = PgTextArray(i);
+}
+
+}  // namespace
+
+std::string PostgresSourceRows::LoadSql() const {
+  std::string sql = kLoadEntitiesSql;
+  return sql.replace(sql.find("%s"), 2, work_.schema());
+}
+
+void PostgresSourceRows::ReadAhead(const std::vector<EntityKey>& keys) {
+  std::vector<EntityKey> unwritten;
+  for (const EntityKey& key : keys) {
+    if (!written_.count(key)) unwritten.push_back(key);
+  }
+  const uint64_t stamp = work_.index_writes();
+  std::vector<EntityKey> asked = read_.Ask(unwritten, stamp);
+  if (asked.empty()) return;
+  std::string types, ids;
+  KeyArrays(asked, &types, &ids);
+  work_.Defer({"loading entities ahead", "",
+               [this, asked, stamp](const pqxx::result& rows) {
+                 std::map<EntityKey, EntityRecord> found;
+                 DENORMD_RETURN_IF_ERROR(EntityRows(rows, &found));
+                 read_.Arrived(asked, stamp, std::move(found));
+                 return Status::Ok();
+               },
+               nullptr, /*may_refuse=*/false},
+              LoadSql(), types, ids);
+}
+
+// The records this transaction wrote are served from memory: their rows
+// stay locked until it ends (the UPDATE's row lock), so they are what a
+// read would return. Only the other keys are read, or answered from what
+// was read ahead.
+Status PostgresSourceRows::LoadEntities(const std::vector<EntityKey>& keys,
+                                        std::vector<EntityRecord>* out) {
+  std::vector<EntityKey> unwritten;
+  for (const EntityKey& key : keys) {
+    auto written = written_.find(key);
+    if (written != written_.end()) {
+      out->push_back(written->second);
+      continue;
+    }
+    unwritten.push_back(key);
+  }
+  std::sort(unwritten.begin(), unwritten.end());
+  unwritten.erase(std::unique(unwritten.begin(), unwritten.end()), unwritten.end());
+  if (unwritten.empty()) return Status::Ok();
+  const uint64_t stamp = work_.index_writes();
+  auto answer = read_.Covers(unwritten, stamp);
+  if (answer == ReadAheadRows<EntityKey, EntityRecord>::Answer::kPending) {
+    DENORMD_RETURN_IF_ERROR(work_.SendDeferred("loading entities"));
+    answer = read_.Covers(unwritten, stamp);
+  }
+  if (answer == ReadAheadRows<EntityKey, EntityRecord>::Answer::kKept) {
+    for (const EntityKey& key : unwritten) {
+      if (const EntityRecord* record = read_.Find(key)) out->push_back(*record);
+    }
+    return Status::Ok();
+  }
+  std::string types, ids;
+  KeyArrays(unwritten, &types, &ids);
+  pqxx::result rows;
+  DENORMD_RETURN_IF_ERROR(
+      Guard("loading entities", [&] { rows = work_.Run(LoadSql(), types, ids); }));
+  std::map<EntityKey, EntityRecord> found;
+  DENORMD_RETURN_IF_ERROR(EntityRows(rows, &found));
+  for (const auto& entry : found) out->push_back(entry.second);
+  read_.Keep(unwritten, stamp, std::move(found));
   return Status::Ok();
 }
 

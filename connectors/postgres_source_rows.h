@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "connectors/postgres_read_ahead.h"
 #include "projections/store.h"
 
 namespace denormd {
@@ -28,8 +29,11 @@ class PostgresSourceRows : public SourceRows {
  public:
   explicit PostgresSourceRows(PostgresWork& work) : work_(work) {}
 
+  // Answered from rows read ahead (or by an earlier load) when every key
+  // not written here was (postgres_read_ahead.h).
   Status LoadEntities(const std::vector<EntityKey>& keys,
                       std::vector<EntityRecord>* out) override;
+  void ReadAhead(const std::vector<EntityKey>& keys) override;
   Status WriteEntities(const std::vector<EntityWrite>& writes) override;
   Status ListEntityIds(const std::string& type, const std::string& after, size_t limit,
                        std::vector<std::string>* out) override;
@@ -39,8 +43,13 @@ class PostgresSourceRows : public SourceRows {
   Status TakeJournal(size_t limit, std::vector<JournaledChange>* out) override;
 
  private:
+  std::string LoadSql() const;
+
   PostgresWork& work_;
   std::map<EntityKey, EntityRecord> written_;  // by WriteEntities (LoadEntities)
+  // Rows read ahead or loaded, at PostgresWork::index_writes (entity
+  // writes count there too).
+  ReadAheadRows<EntityKey, EntityRecord> read_;
 };
 
 }  // namespace denormd

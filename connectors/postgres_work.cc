@@ -77,6 +77,11 @@ Status PostgresWork::ListStrings(const std::string& what, const std::string& sql
   return Status::Ok();
 }
 
+Status PostgresWork::SendDeferred(const std::string& what) {
+  if (pending_.empty() && broken_.ok()) return Status::Ok();
+  return Guard(what, [&] { Flush(nullptr); });
+}
+
 Status PostgresWork::Execute(const std::string& sql, std::vector<std::string>* rows) {
   IndexWritten();
   return Guard("executing SQL", [&] {

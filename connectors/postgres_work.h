@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -101,6 +102,18 @@ class PostgresWork {
   // Execute): a read of the index kept from before it is stale.
   void IndexWritten() { ++index_writes_; }
   uint64_t index_writes() const { return index_writes_; }
+  // Counts a write of documents of `collection` (by DocumentTables or
+  // BucketTables): a read of them kept from before it is stale. SQL run
+  // with Execute counts as a write of every collection.
+  void DocumentsWritten(const std::string& collection) { ++document_writes_[collection]; }
+  uint64_t document_writes(const std::string& collection) const {
+    auto it = document_writes_.find(collection);
+    return index_writes_ + (it == document_writes_.end() ? 0 : it->second);
+  }
+
+  // Sends the deferred statements now, in one round trip, and checks their
+  // results: a read queued ahead (postgres_read_ahead.h) is wanted now.
+  Status SendDeferred(const std::string& what);
 
   // ---- Round trips
 
@@ -222,6 +235,7 @@ class PostgresWork {
   bool applying_ = false;        // an apply is building: journal the source changes
   bool applying_known_ = true;   // no LockWriters result awaited (applying_ is known)
   uint64_t index_writes_ = 0;
+  std::map<std::string, uint64_t> document_writes_;  // by collection
   uint64_t round_trips_ = 0;
   uint64_t statements_ = 0;
   std::vector<Deferred> pending_;

@@ -268,6 +268,18 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction& txn, const EventBatch&
   LinkedCandidates linked;
   AddLinkedCandidates(plan_.linked_relations(), changes, &linked);
   if (!linked.empty()) DENORMD_RETURN_IF_ERROR(ReconcileLinkedRows(txn, linked, &affected.moves));
+  // What the projections will read for their units (roots, counters,
+  // stored lists), told to the store before the first of them reads: a
+  // store that queues statements sends it all with that first read, and
+  // answers the later ones without a round trip each (Projection::
+  // ReadAhead). Under the phase-2 locks and after every source and index
+  // write of the batch, so what is read ahead is what each read would find.
+  for (const auto& entry : affected.units) {
+    auto changes = affected.group_changes.find(entry.first);
+    plan_.projection(entry.first)
+        .ReadAhead(txn, entry.second,
+                   changes == affected.group_changes.end() ? nullptr : &changes->second);
+  }
   DENORMD_RETURN_IF_ERROR(Recompute(txn, affected, /*batch_moves=*/true, stats));
   return RecordStreams(txn, batch, refused, &streams);
 }

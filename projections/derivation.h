@@ -79,6 +79,13 @@ class Derivation {
     return Read(txn, roots, out);
   }
 
+  // Tells the store what ReadInBatch will read for the roots `ids` (hints:
+  // Projection::ReadAhead). Nothing by default.
+  virtual void ReadAhead(StoreTransaction& txn, const std::vector<std::string>& ids) const {
+    (void)txn;
+    (void)ids;
+  }
+
   // The field's value for `root`; false when it is missing (the field is
   // then left out of the document).
   virtual bool Render(const EntityRecord& root, const DerivationReads* reads, JsonValue* out,

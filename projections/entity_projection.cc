@@ -92,6 +92,16 @@ DocumentRow EntityProjection::Render(const EntityRecord& root, const FieldValue&
   return row;
 }
 
+void EntityProjection::ReadAhead(StoreTransaction& txn, const std::set<std::string>& units,
+                                 const GroupChanges* /*changes: bucket projections only*/) const {
+  if (units.empty() || units.size() > kUnitsPerChunk) return;
+  std::vector<EntityKey> keys;
+  std::vector<std::string> ids(units.begin(), units.end());
+  for (const std::string& id : ids) keys.push_back({config().from, id});
+  txn.source().ReadAhead(keys);
+  for (const Field& field : fields_) field.second->ReadAhead(txn, ids);
+}
+
 Status EntityProjection::Recompute(StoreTransaction& txn, const std::set<std::string>& units,
                                    const GroupChanges* changes, const RelationMoves* moves,
                                    BatchStats* stats) const {

@@ -32,6 +32,10 @@ class EntityProjection : public Projection {
 
   void CollectAffected(const EntityChange& change, AffectedUnits* out) const override;
   std::string LockKey(const std::string& unit) const override;
+  // Its roots and what its fields read for them, for units that Recompute
+  // reads in one chunk.
+  void ReadAhead(StoreTransaction& txn, const std::set<std::string>& units,
+                 const GroupChanges* changes) const override;
   Status Recompute(StoreTransaction& txn, const std::set<std::string>& units,
                    const GroupChanges* changes, const RelationMoves* moves,
                    BatchStats* stats) const override;

@@ -44,6 +44,18 @@ class Projection {
   // The lock taken before a unit is recomputed.
   virtual std::string LockKey(const std::string& unit) const = 0;
 
+  // Tells the store what Recompute of `units` (with `changes`, as
+  // Recompute gets them) in a batch will read (SourceRows::ReadAhead and the
+  // like: hints, which change no answer), so that a store that queues
+  // statements reads it all in one round trip instead of one per read.
+  // Nothing by default.
+  virtual void ReadAhead(StoreTransaction& txn, const std::set<std::string>& units,
+                         const GroupChanges* changes) const {
+    (void)txn;
+    (void)units;
+    (void)changes;
+  }
+
   // Recomputes `units` from the source, writes the documents that differ and
   // deletes those of units that are gone. `changes` (bucket projections
   // only) holds the member changes of the groups a batch changed; without

@@ -53,6 +53,12 @@ Status ReadFirstReferrers(ReferenceIndex& index, const Relation& relation,
   return index.Scan(relation, WholeRanges(targets, limit), read, out);
 }
 
+void ReadReferrersAhead(ReferenceIndex& index, const Relation& relation,
+                        const std::vector<std::string>& targets, uint64_t limit,
+                        ReferenceIndex::Read read) {
+  if (!targets.empty()) index.ReadScanAhead(relation, WholeRanges(targets, limit), read);
+}
+
 Status CountReferrers(ReferenceIndex& index, const Relation& relation,
                       const std::vector<std::string>& targets,
                       std::map<std::string, uint64_t>* out) {

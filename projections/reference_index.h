@@ -39,6 +39,12 @@ struct ReadStart {
   uint64_t before = 0;
 };
 
+// Tells the index (ReferenceIndex::ReadScanAhead) that ReadReferrers
+// (`limit` 0) or ReadFirstReferrers (`limit`) will be asked for `targets`.
+void ReadReferrersAhead(ReferenceIndex& index, const Relation& relation,
+                        const std::vector<std::string>& targets, uint64_t limit,
+                        ReferenceIndex::Read read);
+
 // For each target, the `before` referrers preceding its start and the
 // referrers from the start on (at most `limit` of those; 0 = all); any order.
 Status ReadAround(ReferenceIndex& index, const Relation& relation,

@@ -82,6 +82,11 @@ class SourceRows {
   // Loads the stored records (live or tombstone) of those keys that exist.
   virtual Status LoadEntities(const std::vector<EntityKey>& keys,
                               std::vector<EntityRecord>* out) = 0;
+  // A hint: LoadEntities will be asked for these keys in this transaction.
+  // A store that queues statements may read them with its next one; the
+  // answers are the same either way (BatchApplier::ApplyInTransaction reads
+  // ahead what the projections will read).
+  virtual void ReadAhead(const std::vector<EntityKey>& keys) { (void)keys; }
   // Writes entity records with their reference rows (and keeps the index's
   // per-target counts equal to its rows).
   virtual Status WriteEntities(const std::vector<EntityWrite>& writes) = 0;
@@ -154,6 +159,20 @@ class ReferenceIndex {
   // in any order. kKeysAndData loads each referrer's record too.
   virtual Status Scan(const Relation& relation, const std::vector<IndexRange>& ranges, Read read,
                       std::vector<Referrer>* out) = 0;
+  // A hint: Scan will be asked exactly this in this transaction (as
+  // SourceRows::ReadAhead).
+  virtual void ReadScanAhead(const Relation& relation, const std::vector<IndexRange>& ranges,
+                             Read read) {
+    (void)relation;
+    (void)ranges;
+    (void)read;
+  }
+  // A hint: Count will be asked for whole ranges of these targets of
+  // `relation` in this transaction (as SourceRows::ReadAhead).
+  virtual void ReadCountsAhead(const Relation& relation, const std::vector<std::string>& targets) {
+    (void)relation;
+    (void)targets;
+  }
   // How many referrers each range holds (`backward` and `limit` ignored),
   // keyed by target (each target at most once per call). Counted by the store
   // so that no keys travel: ranges without `from` are read from the counts it
@@ -247,6 +266,12 @@ class DocumentTables {
   // Stored documents of `projection` with the given ids.
   virtual Status Load(const ProjectionConfig& projection, const std::vector<std::string>& ids,
                       std::vector<DocumentRow>* out) = 0;
+  // A hint: Load will be asked for these ids of `projection` in this
+  // transaction (as SourceRows::ReadAhead).
+  virtual void ReadAhead(const ProjectionConfig& projection, const std::vector<std::string>& ids) {
+    (void)projection;
+    (void)ids;
+  }
   // Stored documents of `projection` whose pk is one of `pks`.
   virtual Status LoadByPk(const ProjectionConfig& projection, const std::vector<std::string>& pks,
                           std::vector<DocumentRow>* out) = 0;

@@ -68,20 +68,35 @@ std::string BucketProjection::LockKey(const std::string& unit) const {
   return GroupLockKey(config().name, unit);
 }
 
-Status BucketProjection::Recompute(StoreTransaction& txn, const std::set<std::string>& units,
-                                   const GroupChanges* changes,
-                                   const RelationMoves* /*moves: entity projections only*/,
-                                   BatchStats* stats) const {
+// The groups Recompute hands to ApplyChanges: those of `units` with changes.
+GroupChanges BucketProjection::ChangedGroups(const std::set<std::string>& units,
+                                             const GroupChanges* changes,
+                                             std::vector<std::string>* whole) const {
   GroupChanges changed;
-  std::vector<std::string> whole;
   for (const std::string& group : units) {
     auto found = changes == nullptr ? GroupChanges::const_iterator() : changes->find(group);
     if (changes != nullptr && found != changes->end()) {
       changed.insert(*found);
-    } else {
-      whole.push_back(group);
+    } else if (whole != nullptr) {
+      whole->push_back(group);
     }
   }
+  return changed;
+}
+
+void BucketProjection::ReadAhead(StoreTransaction& txn, const std::set<std::string>& units,
+                                 const GroupChanges* changes) const {
+  if (!stable() || changes == nullptr) return;
+  const GroupChanges changed = ChangedGroups(units, changes, nullptr);
+  if (!changed.empty()) stable_.ReadAhead(txn, changed);
+}
+
+Status BucketProjection::Recompute(StoreTransaction& txn, const std::set<std::string>& units,
+                                   const GroupChanges* changes,
+                                   const RelationMoves* /*moves: entity projections only*/,
+                                   BatchStats* stats) const {
+  std::vector<std::string> whole;
+  const GroupChanges changed = ChangedGroups(units, changes, &whole);
   if (!changed.empty()) {
     DENORMD_RETURN_IF_ERROR(stable() ? stable_.ApplyChanges(txn, changed, stats)
                                      : packed_.ApplyChanges(txn, changed, stats));

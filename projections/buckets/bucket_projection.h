@@ -32,6 +32,10 @@ class BucketProjection : public Projection {
 
   void CollectAffected(const EntityChange& change, AffectedUnits* out) const override;
   std::string LockKey(const std::string& unit) const override;
+  // The stable layout's probes of the changed groups (StableLayout::
+  // ReadAhead).
+  void ReadAhead(StoreTransaction& txn, const std::set<std::string>& units,
+                 const GroupChanges* changes) const override;
   Status Recompute(StoreTransaction& txn, const std::set<std::string>& units,
                    const GroupChanges* changes, const RelationMoves* moves,
                    BatchStats* stats) const override;
@@ -46,6 +50,10 @@ class BucketProjection : public Projection {
                          std::vector<std::string>* out) const override;
 
  private:
+  // Of `units`, the groups with member changes (ApplyChanges'); the others
+  // into *whole (when not null), which are rendered whole.
+  GroupChanges ChangedGroups(const std::set<std::string>& units, const GroupChanges* changes,
+                             std::vector<std::string>* whole) const;
   // The members of `group` by the config alone: the live entities of the
   // member type whose `by` is the group, in `order_by` order, each with its
   // key; a line in *differences for each pair that OrderKey's encoding puts

@@ -56,6 +56,13 @@ class BucketTables {
   virtual Status ProbeBuckets(const ProjectionConfig& projection,
                               const std::vector<std::pair<std::string, IndexKey>>& probes,
                               std::vector<BucketSlot>* out) = 0;
+  // A hint: ProbeBuckets will be asked exactly `probes` of `projection` in
+  // this transaction (as SourceRows::ReadAhead).
+  virtual void ReadProbesAhead(const ProjectionConfig& projection,
+                               const std::vector<std::pair<std::string, IndexKey>>& probes) {
+    (void)projection;
+    (void)probes;
+  }
   // The largest bucket number of each group that has buckets.
   virtual Status MaxBucketNumbers(const ProjectionConfig& projection,
                                   const std::vector<std::string>& groups,

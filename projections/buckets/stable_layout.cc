@@ -349,6 +349,21 @@ class StableLayout::GroupPlanner {
 
 namespace {
 
+// Where a batch's changes probe the buckets: each member key before and
+// after, once per group, in the order of the changes.
+std::vector<std::pair<std::string, IndexKey>> ProbesOf(const GroupChanges& changes) {
+  std::vector<std::pair<std::string, IndexKey>> probes;
+  std::set<std::pair<std::string, IndexKey>> seen;
+  for (const auto& group : changes) {
+    for (const MemberChange& change : group.second) {
+      for (const auto* key : {&change.before, &change.after}) {
+        if (*key && seen.insert({group.first, **key}).second) probes.push_back({group.first, **key});
+      }
+    }
+  }
+  return probes;
+}
+
 // What one batch does to the stable buckets of one projection, step by step:
 // probe, plan, read, splice, write.
 class StableBatch {
@@ -359,15 +374,7 @@ class StableBatch {
 
   Status Probe(const GroupChanges& changes,
                std::map<std::string, std::vector<std::vector<BucketSlot>>>* windows) {
-    std::vector<std::pair<std::string, IndexKey>> probes;
-    std::set<std::pair<std::string, IndexKey>> seen;
-    for (const auto& group : changes) {
-      for (const MemberChange& change : group.second) {
-        for (const auto* key : {&change.before, &change.after}) {
-          if (*key && seen.insert({group.first, **key}).second) probes.push_back({group.first, **key});
-        }
-      }
-    }
+    const std::vector<std::pair<std::string, IndexKey>> probes = ProbesOf(changes);
     std::vector<BucketSlot> slots;
     DENORMD_RETURN_IF_ERROR(txn_.buckets().ProbeBuckets(projection_, probes, &slots));
     std::vector<std::vector<BucketSlot>> by_probe(probes.size());
@@ -622,6 +629,10 @@ class StableBatch {
 };
 
 }  // namespace
+
+void StableLayout::ReadAhead(StoreTransaction& txn, const GroupChanges& changes) const {
+  txn.buckets().ReadProbesAhead(projection_, ProbesOf(changes));
+}
 
 Status StableLayout::ApplyChanges(StoreTransaction& txn, const GroupChanges& changes,
                                   BatchStats* stats) const {

@@ -63,6 +63,10 @@ class StableLayout {
   Status ApplyChanges(StoreTransaction& txn, const GroupChanges& changes,
                       BatchStats* stats) const;
 
+  // Tells the store the probes ApplyChanges(`changes`) starts with
+  // (BucketTables::ReadProbesAhead: a hint).
+  void ReadAhead(StoreTransaction& txn, const GroupChanges& changes) const;
+
   // The least number of members of a bucket that is not its group's last.
   uint64_t min_fill() const { return (projection_.size + 1) / 2; }
 

@@ -50,6 +50,10 @@ class CountDerivation : public Derivation {
     AddParentsOfChild(via_, projection_, change, /*payload=*/false, out);
   }
 
+  void ReadAhead(StoreTransaction& txn, const std::vector<std::string>& ids) const override {
+    txn.index().ReadCountsAhead(via_, ids);
+  }
+
   Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
               std::unique_ptr<DerivationReads>* out) const override {
     auto reads = std::make_unique<CountReads>();
@@ -85,6 +89,10 @@ class LinkedCountDerivation : public LinkedDerivation {
  public:
   LinkedCountDerivation(const CountSpec& spec, PlanBuilder& plan)
       : LinkedDerivation(*spec.through, spec.entity, plan) {}  // unordered: no order read
+
+  void ReadAhead(StoreTransaction& txn, const std::vector<std::string>& ids) const override {
+    txn.index().ReadCountsAhead(linked_relation(), ids);
+  }
 
   Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
               std::unique_ptr<DerivationReads>* out) const override {

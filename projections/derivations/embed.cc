@@ -58,6 +58,13 @@ class EmbedDerivation : public Derivation {
     AddParentsOfChild(via_, projection_, change, payload, out);
   }
 
+  // The question Read asks when every root is live.
+  void ReadAhead(StoreTransaction& txn, const std::vector<std::string>& ids) const override {
+    if (spec_.limit && *spec_.limit == 0) return;
+    ReadReferrersAhead(txn.index(), via_, ids, spec_.limit ? *spec_.limit : 0,
+                       ReferenceIndex::Read::kKeysAndData);
+  }
+
   Status Read(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
               std::unique_ptr<DerivationReads>* out) const override {
     std::vector<std::string> ids;

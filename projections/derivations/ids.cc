@@ -106,6 +106,13 @@ class IdsList {
     return Status::Ok();
   }
 
+  // What ReadInBatch reads first: the stored documents and the counters.
+  void ReadAhead(StoreTransaction& txn, const std::vector<std::string>& ids) const {
+    if (limit_) return;
+    txn.documents().ReadAhead(projection_config_, ids);
+    txn.index().ReadCountsAhead(relation_, ids);
+  }
+
   Status ReadInBatch(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
                      const RelationMoves& moves, std::unique_ptr<DerivationReads>* out) const {
     // A limited list cannot take a move out of its tail: it is read.
@@ -208,6 +215,10 @@ class IdsDerivation : public Derivation {
     return list_.Read(txn, roots, out);
   }
 
+  void ReadAhead(StoreTransaction& txn, const std::vector<std::string>& ids) const override {
+    list_.ReadAhead(txn, ids);
+  }
+
   Status ReadInBatch(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
                      const RelationMoves& moves,
                      std::unique_ptr<DerivationReads>* out) const override {
@@ -250,6 +261,10 @@ class LinkedIdsDerivation : public LinkedDerivation {
               std::unique_ptr<DerivationReads>* out) const override {
     if (ordered_) return LinkedDerivation::Read(txn, roots, out);
     return list_.Read(txn, roots, out);
+  }
+
+  void ReadAhead(StoreTransaction& txn, const std::vector<std::string>& ids) const override {
+    if (!ordered_) list_.ReadAhead(txn, ids);
   }
 
   Status ReadInBatch(StoreTransaction& txn, const std::vector<const EntityRecord*>& roots,
