@@ -22,6 +22,7 @@
 #ifndef DENORMD_CONNECTORS_POSTGRES_READ_AHEAD_H_
 #define DENORMD_CONNECTORS_POSTGRES_READ_AHEAD_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -60,8 +61,14 @@ class ReadAheadRows {
     }
   }
 
+  // A read that ran is kept only when it asked at most this many keys: a
+  // second read of the same keys is a small batch's (a lookup's targets),
+  // and a large read kept would only hold memory (a fan-out's 1,000 roots).
+  static constexpr size_t kKeptReadKeysAtMost = 100;
+
   // Keeps what a read that ran at `stamp` returned (its keys `asked`).
   void Keep(const std::vector<Key>& asked, uint64_t stamp, std::map<Key, Value> found) {
+    if (asked.size() > kKeptReadKeysAtMost) return;
     Restamp(stamp);
     Arrived(asked, stamp, std::move(found));
   }
