@@ -36,14 +36,27 @@ struct Change {
   const char* event;
 };
 
-TEST(RoundTrips, ASmallBatchTakesAFewRoundTripsWhateverItsStatements) {
-  testing::ArticleOnPostgres article;
+// The article's events, replayed into its store.
+void LoadArticle(testing::ArticleOnPostgres& article) {
   ReplayOptions load;
   load.batch_size = 5000;
   ReplayReport loaded;
   ASSERT_TRUE(ReplayLog(article.decoder, article.applier, &article.store,
                         SourcePath("tests/data/article/events.jsonl"), load, &loaded)
                   .ok());
+}
+
+// The projection of `config` named `name` (null when none is).
+const ProjectionConfig* ProjectionNamed(const Config& config, const std::string& name) {
+  for (const ProjectionConfig& projection : config.projections) {
+    if (projection.name == name) return &projection;
+  }
+  return nullptr;
+}
+
+TEST(RoundTrips, ASmallBatchTakesAFewRoundTripsWhateverItsStatements) {
+  testing::ArticleOnPostgres article;
+  ASSERT_NO_FATAL_FAILURE(LoadArticle(article));
 
   const Change changes[] = {
       // A lookup's target: every book of a1 (books, catalog_books) again.
@@ -169,12 +182,8 @@ TEST(RoundTrips, AConnectionLostBeforeAStatementIsQueuedFailsTheBatchTransiently
 // comment pages (tests/production, StandbyPromoted, CI of 4cb1b6f).
 TEST(RoundTrips, EveryRoleAnswersWithAStatusOnceTheConnectionIsLost) {
   testing::ArticleOnPostgres article;
-  const ProjectionConfig* pages = nullptr;
-  const ProjectionConfig* posts = nullptr;
-  for (const ProjectionConfig& projection : article.config.projections) {
-    if (projection.name == "post_comments") pages = &projection;
-    if (projection.name == "posts") posts = &projection;
-  }
+  const ProjectionConfig* pages = ProjectionNamed(article.config, "post_comments");
+  const ProjectionConfig* posts = ProjectionNamed(article.config, "posts");
   ASSERT_NE(nullptr, pages);
   ASSERT_NE(nullptr, posts);
   std::vector<std::string> pid;
@@ -216,16 +225,8 @@ TEST(RoundTrips, EveryRoleAnswersWithAStatusOnceTheConnectionIsLost) {
 // counter after an entity write that moved it, a document after its upsert.
 TEST(RoundTrips, AReadAheadAnswersUntilWhatItReadIsWritten) {
   testing::ArticleOnPostgres article;
-  ReplayOptions load;
-  load.batch_size = 5000;
-  ReplayReport loaded;
-  ASSERT_TRUE(ReplayLog(article.decoder, article.applier, &article.store,
-                        SourcePath("tests/data/article/events.jsonl"), load, &loaded)
-                  .ok());
-  const ProjectionConfig* authors = nullptr;
-  for (const ProjectionConfig& projection : article.config.projections) {
-    if (projection.name == "authors") authors = &projection;
-  }
+  ASSERT_NO_FATAL_FAILURE(LoadArticle(article));
+  const ProjectionConfig* authors = ProjectionNamed(article.config, "authors");
   ASSERT_NE(nullptr, authors);
   // A new book of a1: its index row in book.authorIds moves a1's counter.
   EntityRecord book;
