@@ -89,13 +89,11 @@ Status PostgresBucketTables::ProbeBuckets(
   if (probes.empty()) return Status::Ok();
   const ProbeQuestion question(work_, projection, probes);
   const uint64_t stamp = work_.document_writes(projection.collection);
-  using Answer = ReadAheadRows<std::string, std::vector<BucketSlot>>::Answer;
-  Answer ahead = probes_ahead_.Covers({question.key}, stamp);
-  if (ahead == Answer::kPending) {
-    DENORMD_RETURN_IF_ERROR(work_.SendDeferred("finding buckets of " + projection.name));
-    ahead = probes_ahead_.Covers({question.key}, stamp);
-  }
-  if (ahead == Answer::kKept) {
+  bool ahead = false;
+  DENORMD_RETURN_IF_ERROR(probes_ahead_.Answers(
+      {question.key}, stamp,
+      [&] { return work_.SendDeferred("finding buckets of " + projection.name); }, &ahead));
+  if (ahead) {
     const std::vector<BucketSlot>* kept = probes_ahead_.Find(question.key);
     if (kept != nullptr) out->insert(out->end(), kept->begin(), kept->end());
     return Status::Ok();

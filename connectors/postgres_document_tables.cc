@@ -185,18 +185,17 @@ Status PostgresDocumentTables::Load(const ProjectionConfig& projection,
   if (ids.empty()) return Status::Ok();
   const uint64_t stamp = work_.document_writes(projection.collection);
   ReadAheadRows<std::string, DocumentRow>& read = read_[projection.name];
-  using Answer = ReadAheadRows<std::string, DocumentRow>::Answer;
-  Answer answer = read.Covers(ids, stamp);
-  if (answer == Answer::kPending) {
-    DENORMD_RETURN_IF_ERROR(work_.SendDeferred("loading documents of " + projection.name));
-    answer = read.Covers(ids, stamp);
-  }
-  if (answer == Answer::kKept) {
+  bool kept = false;
+  DENORMD_RETURN_IF_ERROR(read.Answers(
+      ids, stamp, [&] { return work_.SendDeferred("loading documents of " + projection.name); },
+      &kept));
+  if (kept) {
     for (const std::string& id : ids) {
       if (const DocumentRow* row = read.Find(id)) out->push_back(*row);
     }
     return Status::Ok();
   }
+  if (!read.Keeps(ids.size())) return LoadDocumentsWhere(projection, "id", ids, out);
   std::vector<DocumentRow> rows;
   DENORMD_RETURN_IF_ERROR(LoadDocumentsWhere(projection, "id", ids, &rows));
   std::map<std::string, DocumentRow> found;

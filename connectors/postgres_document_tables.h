@@ -21,17 +21,13 @@
 #include "connectors/postgres_read_ahead.h"
 #include "projections/store.h"
 
-namespace denormd {
-
-class PostgresWork;
-
-}  // namespace denormd
-
 namespace pqxx {
 class result;
 }  // namespace pqxx
 
 namespace denormd {
+
+class PostgresWork;
 
 class PostgresDocumentTables : public DocumentTables {
  public:
@@ -59,11 +55,11 @@ class PostgresDocumentTables : public DocumentTables {
   // when `b` is not empty, $3), capturing them when the collection is published.
   Status DeleteWhere(const ProjectionConfig& projection, const std::string& condition,
                      const std::string& a, const std::string& b, uint64_t* deleted);
-  // The documents of `projection` whose `column` is one of `values`.
   // The statement that loads documents of `projection` by `column` ($2,
   // an array), and its rows.
   std::string LoadSql(const ProjectionConfig& projection, const std::string& column);
   static std::vector<DocumentRow> DocumentRows(const pqxx::result& rows);
+  // The documents of `projection` whose `column` is one of `values`.
   Status LoadDocumentsWhere(const ProjectionConfig& projection, const std::string& column,
                             const std::vector<std::string>& values, std::vector<DocumentRow>* out);
 

@@ -24,10 +24,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <vector>
+
+#include "common/status.h"
 
 namespace denormd {
 
@@ -65,18 +68,41 @@ class ReadAheadRows {
   // second read of the same keys is a small batch's (a lookup's targets),
   // and a large read kept would only hold memory (a fan-out's 1,000 roots).
   static constexpr size_t kKeptReadKeysAtMost = 100;
+  // Whether Keep keeps a read of `keys` keys (the caller need not gather
+  // its rows otherwise).
+  static bool Keeps(size_t keys) { return keys <= kKeptReadKeysAtMost; }
 
   // Keeps what a read that ran at `stamp` returned (its keys `asked`).
   void Keep(const std::vector<Key>& asked, uint64_t stamp, std::map<Key, Value> found) {
-    if (asked.size() > kKeptReadKeysAtMost) return;
+    if (!Keeps(asked.size())) return;
     Restamp(stamp);
     Arrived(asked, stamp, std::move(found));
   }
 
+  // Whether the rows of every key of `keys` asked at `stamp` are kept
+  // (*kept), after `send` (which sends the deferred statements) when some
+  // of them are still to come. Fails as `send` does.
+  Status Answers(const std::vector<Key>& keys, uint64_t stamp,
+                 const std::function<Status()>& send, bool* kept) const {
+    Answer answer = Covers(keys, stamp);
+    if (answer == Answer::kPending) {
+      DENORMD_RETURN_IF_ERROR(send());
+      answer = Covers(keys, stamp);
+    }
+    *kept = answer == Answer::kKept;
+    return Status::Ok();
+  }
+
+  // The row kept for `key` (Answers said kept): null when it does not exist.
+  const Value* Find(const Key& key) const {
+    auto it = kept_.find(key);
+    return it == kept_.end() || !it->second ? nullptr : &*it->second;
+  }
+
+ private:
   enum class Answer { kNo, kPending, kKept };
   // Whether every key of `keys` was asked at `stamp`: kKept when all their
-  // rows arrived, kPending when some are still to come (the caller sends
-  // the deferred statements, then asks again), kNo otherwise.
+  // rows arrived, kPending when some are still to come, kNo otherwise.
   Answer Covers(const std::vector<Key>& keys, uint64_t stamp) const {
     if (stamp != stamp_ || keys.empty()) return Answer::kNo;
     bool pending = false;
@@ -90,13 +116,6 @@ class ReadAheadRows {
     return pending ? Answer::kPending : Answer::kKept;
   }
 
-  // The row kept for `key` (Covers said kKept): null when it does not exist.
-  const Value* Find(const Key& key) const {
-    auto it = kept_.find(key);
-    return it == kept_.end() || !it->second ? nullptr : &*it->second;
-  }
-
- private:
   void Restamp(uint64_t stamp) {
     if (stamp == stamp_) return;
     stamp_ = stamp;

@@ -143,13 +143,10 @@ Status PostgresReferenceIndex::Scan(const Relation& relation,
   if (ranges.empty()) return Status::Ok();
   const ScanQuestion question(work_.schema(), relation, ranges, read);
   const uint64_t stamp = work_.index_writes();
-  using Answer = ReadAheadRows<std::string, std::vector<Referrer>>::Answer;
-  Answer ahead = scans_ahead_.Covers({question.key}, stamp);
-  if (ahead == Answer::kPending) {
-    DENORMD_RETURN_IF_ERROR(work_.SendDeferred("loading referrers"));
-    ahead = scans_ahead_.Covers({question.key}, stamp);
-  }
-  if (ahead == Answer::kKept) {
+  bool ahead = false;
+  DENORMD_RETURN_IF_ERROR(scans_ahead_.Answers(
+      {question.key}, stamp, [&] { return work_.SendDeferred("loading referrers"); }, &ahead));
+  if (ahead) {
     const std::vector<Referrer>* kept = scans_ahead_.Find(question.key);
     if (kept != nullptr) out->insert(out->end(), kept->begin(), kept->end());
     return Status::Ok();
@@ -245,13 +242,10 @@ Status PostgresReferenceIndex::CountWhole(const Relation& relation,
     keys.emplace_back(relation.entity_type(), relation.name(), target);
   }
   const uint64_t stamp = work_.index_writes();
-  using Answer = ReadAheadRows<CounterKey, uint64_t>::Answer;
-  Answer answer = counters_.Covers(keys, stamp);
-  if (answer == Answer::kPending) {
-    DENORMD_RETURN_IF_ERROR(work_.SendDeferred("counting referrers"));
-    answer = counters_.Covers(keys, stamp);
-  }
-  if (answer == Answer::kKept) {
+  bool kept = false;
+  DENORMD_RETURN_IF_ERROR(counters_.Answers(
+      keys, stamp, [&] { return work_.SendDeferred("counting referrers"); }, &kept));
+  if (kept) {
     for (const CounterKey& key : keys) {
       const uint64_t* count = counters_.Find(key);
       (*out)[std::get<2>(key)] = count == nullptr ? 0 : *count;

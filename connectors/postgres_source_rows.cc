@@ -37,11 +37,7 @@ void WriteEntityRow(JsonWriter& e, const EntityRecord& record) {
 
 namespace {
 
-constexpr const char* kLoadEntitiesSql =
-    "select e.type, e.id, e.version::text, e.deleted, e.data::text from %s.entities e"
-    " join unnest($1::text[], $2::text[]) k(type, id) on e.type = k.type and e.id = k.id";
-
-// The rows of kLoadEntitiesSql, by key.
+// The rows of PostgresSourceRows::LoadSql, by key.
 Status EntityRows(const pqxx::result& rows, std::map<EntityKey, EntityRecord>* out) {
   for (const auto& row : rows) {
     EntityRecord record;
@@ -68,8 +64,9 @@ void KeyArrays(const std::vector<EntityKey>& keys, std::string* types, std::stri
 }  // namespace
 
 std::string PostgresSourceRows::LoadSql() const {
-  std::string sql = kLoadEntitiesSql;
-  return sql.replace(sql.find("%s"), 2, work_.schema());
+  return "select e.type, e.id, e.version::text, e.deleted, e.data::text from " + work_.schema() +
+         ".entities e join unnest($1::text[], $2::text[]) k(type, id)"
+         " on e.type = k.type and e.id = k.id";
 }
 
 void PostgresSourceRows::ReadAhead(const std::vector<EntityKey>& keys) {
@@ -112,12 +109,10 @@ Status PostgresSourceRows::LoadEntities(const std::vector<EntityKey>& keys,
   unwritten.erase(std::unique(unwritten.begin(), unwritten.end()), unwritten.end());
   if (unwritten.empty()) return Status::Ok();
   const uint64_t stamp = work_.index_writes();
-  auto answer = read_.Covers(unwritten, stamp);
-  if (answer == ReadAheadRows<EntityKey, EntityRecord>::Answer::kPending) {
-    DENORMD_RETURN_IF_ERROR(work_.SendDeferred("loading entities"));
-    answer = read_.Covers(unwritten, stamp);
-  }
-  if (answer == ReadAheadRows<EntityKey, EntityRecord>::Answer::kKept) {
+  bool kept = false;
+  DENORMD_RETURN_IF_ERROR(read_.Answers(
+      unwritten, stamp, [&] { return work_.SendDeferred("loading entities"); }, &kept));
+  if (kept) {
     for (const EntityKey& key : unwritten) {
       if (const EntityRecord* record = read_.Find(key)) out->push_back(*record);
     }

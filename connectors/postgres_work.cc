@@ -59,9 +59,7 @@ std::string PostgresWork::CaptureCte(const std::string& rows, int first) const {
 }
 
 Status PostgresWork::Applying(bool* applying) {
-  if (!applying_known_) {
-    DENORMD_RETURN_IF_ERROR(Guard("joining the writers", [&] { Flush(nullptr); }));
-  }
+  if (!applying_known_) DENORMD_RETURN_IF_ERROR(SendDeferred("joining the writers"));
   *applying = applying_;
   return Status::Ok();
 }
@@ -109,9 +107,9 @@ Status PostgresWork::Commit() {
   const bool checked = std::any_of(pending_.begin(), pending_.end(), [](const Deferred& d) {
     return d.check != nullptr && d.may_refuse;
   });
-  if (checked) DENORMD_RETURN_IF_ERROR(Guard("committing", [&] { Flush(nullptr); }));
+  if (checked) DENORMD_RETURN_IF_ERROR(SendDeferred("committing"));
   pending_.push_back({"committing", "commit", nullptr, nullptr});
-  DENORMD_RETURN_IF_ERROR(Guard("committing", [&] { Flush(nullptr); }));
+  DENORMD_RETURN_IF_ERROR(SendDeferred("committing"));
   ended_ = true;
   return Status::Ok();
 }

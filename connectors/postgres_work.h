@@ -112,7 +112,8 @@ class PostgresWork {
   }
 
   // Sends the deferred statements now, in one round trip, and checks their
-  // results: a read queued ahead (postgres_read_ahead.h) is wanted now.
+  // results (nothing to send: Ok): before COMMIT, for the writers'
+  // statement's answer, or for a read queued ahead (postgres_read_ahead.h).
   Status SendDeferred(const std::string& what);
 
   // ---- Round trips
