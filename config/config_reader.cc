@@ -13,13 +13,15 @@ namespace denormd {
 namespace config_internal {
 namespace {
 
-// Tables (and the index refs_by_entity, in the same namespace) denormd keeps
+// Tables (and the indexes refs_by_owner and, of older stores, refs_by_entity,
+// in the same namespace) denormd keeps
 // next to the collections, in the same schema: those
 // connectors/postgres_store.cc creates (tests/connectors/reserved_tables_test.cc
 // keeps the two in step), and the change feed's outbox and feed_state.
-const KeyList kReservedTables = {"entities", "refs",  "refs_by_entity", "ref_counts", "positions",
-                                 "locks",    "writers", "meta",         "dead_letters", "outbox",
-                                 "feed_state", "apply_journal", "fanout_stats"};
+const KeyList kReservedTables = {"entities",      "refs",         "refs_by_entity", "refs_by_owner",
+                                 "ref_counts",    "positions",    "locks",          "writers",
+                                 "meta",          "dead_letters", "outbox",         "feed_state",
+                                 "apply_journal", "fanout_stats"};
 // The longest suffix of the names made for a collection: its indexes
 // ("_by_number") on the table `denormd apply` builds beside it
 // ("<collection>__next_by_number"). PostgreSQL truncates names past 63

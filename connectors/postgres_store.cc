@@ -306,7 +306,7 @@ std::vector<std::pair<std::string, bool>> PostgresStore::OwnedRelations(
                             "writers", "dead_letters", "apply_journal", "fanout_stats"}) {
     out.emplace_back(table, false);
   }
-  out.emplace_back("refs_by_entity", true);
+  out.emplace_back("refs_by_owner", true);
   if (config_.feed) {
     out.emplace_back("outbox", false);
     out.emplace_back("feed_state", false);
@@ -418,7 +418,22 @@ Status PostgresStore::CreateTables(bool with_collections) {
               " target text collate \"C\" not null, sort bytea not null default '',"
               " id text collate \"C\" not null, primary key (type, field, target, sort, id))" +
               kChurnTableStorage);
-    work.exec("create index if not exists refs_by_entity on " + s + ".refs (type, id)");
+    // An entity's own rows (a reindex, verify) by (type, id); and one row by
+    // its whole key, as a batch deletes it: an index on (type, id) alone
+    // would read every row the entity owns to delete one, and an entity can
+    // own one row per linked entity (the rows kept through a link: an author
+    // of 20,000 books owns 20,000), which made deleting one cost what the
+    // linked set holds.
+    work.exec("create index if not exists refs_by_owner on " + s +
+              ".refs (type, id, field, target, sort)");
+    // The (type, id) index of a store made before refs_by_owner (on refs,
+    // whose mark was checked, so ours, marked or not), superseded by it.
+    if (work.exec_params1("select exists (select 1 from pg_index where indexrelid ="
+                          " to_regclass($1) and indrelid = to_regclass($2))",
+                          s + ".refs_by_entity", s + ".refs")[0]
+            .as<bool>()) {
+      work.exec("drop index " + s + ".refs_by_entity");
+    }
     work.exec("create table if not exists " + s +
               ".ref_counts (type text collate \"C\" not null, field text collate \"C\" not null,"
               " target text collate \"C\" not null, count bigint not null,"

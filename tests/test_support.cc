@@ -150,6 +150,32 @@ bool SomeoneWaitsFor(const std::string& xid) {
                   " and transactionid::text = '" + xid + "'") > 0;
 }
 
+void OnOwnConnections(const Config& config, const std::string& phase,
+                      const std::function<void(Engine&)>& body) {
+  const std::string name = config.store.schema.substr(0, 40) + "_" + phase;
+  {
+    const std::string url = TestPostgresUrl();
+    Engine engine(config, url + (url.find('?') == std::string::npos ? "?" : "&") +
+                              "application_name=" + name);
+    Status status = engine.store.Open();
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    body(engine);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (SqlCount("select count(*) from pg_stat_activity where application_name = '" + name +
+                  "'") > 0) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << name << " never disconnected";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+uint64_t TableBlocksRead(const std::string& schema, const std::string& table) {
+  return SqlCount(
+      "select coalesce(heap_blks_read, 0) + coalesce(heap_blks_hit, 0) +"
+      " coalesce(idx_blks_read, 0) + coalesce(idx_blks_hit, 0) from pg_statio_user_tables"
+      " where schemaname = '" + schema + "' and relname = '" + table + "'");
+}
+
 std::thread ApplyOnThread(Engine& engine, std::vector<RawRecord> records, Status* status,
                           BatchStats* stats) {
   return std::thread([&engine, records = std::move(records), status, stats] {

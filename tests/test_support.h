@@ -154,6 +154,17 @@ bool SomeoneWaitsFor(const std::string& xid);
 std::thread ApplyOnThread(Engine& engine, std::vector<RawRecord> records, Status* status,
                           BatchStats* stats);
 
+// Runs `body` on an engine of `config` whose connections carry the
+// application name `<schema>_<phase>`, and returns once PostgreSQL shows
+// none of them: a backend hands its statistics (pg_statio_*) over before it
+// leaves pg_stat_activity, so what `body` read is counted when this returns.
+void OnOwnConnections(const Config& config, const std::string& phase,
+                      const std::function<void(Engine&)>& body);
+
+// Blocks of `table` of `schema` and of its indexes read so far (from disk or
+// cache), pg_statio_user_tables' count.
+uint64_t TableBlocksRead(const std::string& schema, const std::string& table);
+
 // Events of every stream of `schema` accounted for in committed batches
 // (applied, stale or dead); 0 before the schema has its positions table.
 uint64_t EventsProcessed(const std::string& schema);

@@ -679,7 +679,7 @@ TEST(ConfigErrorTest, CollectionAndSchemaMustBeSqlIdentifiers) {
 }
 
 TEST(ConfigErrorTest, CollectionMustNotClashWithInternalTables) {
-  for (const std::string name : {"entities", "refs", "refs_by_entity", "ref_counts", "positions",
+  for (const std::string name : {"entities", "refs", "refs_by_entity", "refs_by_owner", "ref_counts", "positions",
                                  "dead_letters", "locks", "writers", "meta", "outbox",
                                  "apply_journal"}) {
     ExpectOnlyError(std::string(kHead) + "  p:\n    from: book\n    collection: " + name + "\n",

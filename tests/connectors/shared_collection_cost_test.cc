@@ -15,9 +15,7 @@
 // on the catalog so that only the batches read it.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <functional>
-#include <thread>
 
 #include "daemon/engine.h"
 #include "daemon/replay.h"
@@ -40,34 +38,12 @@ class SharedCollectionCost : public ::testing::Test {
   SharedCollectionCost()
       : config_(testing::LoadTestConfig("tests/data/article/config.yaml", testing::TestSchemaName())) {}
 
-  // Runs `body` on an engine of its own whose connections carry the
-  // application name `phase`, and returns once PostgreSQL shows none of
-  // them (their statistics counted).
   void OnOwnConnections(const std::string& phase, const std::function<void(Engine&)>& body) {
-    const std::string name = config_.store.schema.substr(0, 40) + "_" + phase;
-    {
-      const std::string url = testing::TestPostgresUrl();
-      Engine engine(config_, url + (url.find('?') == std::string::npos ? "?" : "&") +
-                                 "application_name=" + name);
-      Status status = engine.store.Open();
-      ASSERT_TRUE(status.ok()) << status.ToString();
-      body(engine);
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (testing::SqlCount("select count(*) from pg_stat_activity where application_name = '" +
-                             name + "'") > 0) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << name << " never disconnected";
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    testing::OnOwnConnections(config_, phase, body);
   }
 
   // Blocks of the catalog and its indexes read so far, from disk or cache.
-  uint64_t CatalogBlocksRead() {
-    return testing::SqlCount(
-        "select coalesce(heap_blks_read, 0) + coalesce(heap_blks_hit, 0) +"
-        " coalesce(idx_blks_read, 0) + coalesce(idx_blks_hit, 0) from pg_statio_user_tables"
-        " where schemaname = '" + config_.store.schema + "' and relname = 'catalog'");
-  }
+  uint64_t CatalogBlocksRead() { return testing::TableBlocksRead(config_.store.schema, "catalog"); }
 
   void Replay(Engine& engine, const std::string& prefix, int count, size_t batch_size) {
     ReplayOptions options;
