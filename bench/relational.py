@@ -272,8 +272,9 @@ def create_topics(env, names):
             raise BenchError(f"create topic {name} failed (exit {p.returncode}):\n{err[-2000:]}")
 
 
-def write_config(env, schema, topics, group):
-    """bench/config.yaml with the Debezium topics and the join table (the mapping above)."""
+def write_config(env, schema, topics, group, batch_events=None):
+    """bench/config.yaml with the Debezium topics and the join table (the mapping above), and
+    batch.max_events set to `batch_events` when given."""
     text = open(os.path.join(BENCH, "config.yaml")).read()
     source = ("source:\n  kafka:\n    brokers: " + env.brokers + "\n    group: " + group +
               "\n    topics:\n" + "".join(
@@ -294,6 +295,8 @@ def write_config(env, schema, topics, group):
          lambda m: m.group(0) + m.group(1) + "    authorIds: {ids: author, through: book_author, "
          "from: book_id, to: author_id, link_order_by: position}\n"),
     ]
+    if batch_events:
+        subs.append((r"(?m)^(batch:.*max_events:\s*)\d+", lambda m: m.group(1) + str(batch_events)))
     for pattern, repl in subs:
         text, n = re.subn(pattern, repl, text, count=1)
         if n != 1:
@@ -481,7 +484,9 @@ class Relational(Contender):
                                                     self.w.load, self.w.n_load)
         r = self.result()
         r["partitions"] = PARTITIONS
-        self.config = config = write_config(env, schema, topics, group)
+        self.config = config = write_config(env, schema, topics, group,
+                                            env.args.relational_batch_events)
+        r["batch_events"] = env.args.relational_batch_events
         env.run([env.denormd, "check", "-q", "-c", config], "denormd check (relational)")
         drop_schema(env, schema)
         env.run([env.denormd, "verify", "-q", "-c", config], f"create schema {schema}")
@@ -620,6 +625,9 @@ def report_lines(results):
             note += (f"; CHANGES in {q['batches']:,} batch{'es' if q['batches'] != 1 else ''}, "
                      f"{q['round_trips_per_batch']:.1f} round "
                      f"trips and {q['statements_per_batch']:.1f} statements per batch")
+        if r.get("batch_events"):
+            note += (f"; its batch.max_events set to {r['batch_events']:,} "
+                     "(--relational-batch-events), the native contenders' left as bench/config.yaml's")
         out.append(note + ".")
     f = r.get("freshness")
     if f and f.get("p99") is not None:

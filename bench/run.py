@@ -134,6 +134,11 @@ def main():
     g.add_argument("--skip-relational", action="store_true",
                    help="skip the relational path (Debezium records of tables with a join "
                         "table, bench/relational.py)")
+    g.add_argument("--relational-batch-events", type=int, metavar="N",
+                   help="the relational path's batch.max_events (default: bench/config.yaml's, "
+                        "as the native contenders): a batch counts change records, and a "
+                        "logical change is 1.28 of them on average, so N = 6400 gives its "
+                        "batches the native batches' logical changes; shown in the results")
     g.add_argument("--horizontal", default="1,2,4", metavar="N,N,...",
                    type=horizontal.instance_counts,
                    help="`denormd run` with N instances in one consumer group on one store, for "
