@@ -295,7 +295,7 @@ def write_config(env, schema, topics, group, batch_events=None):
          lambda m: m.group(0) + m.group(1) + "    authorIds: {ids: author, through: book_author, "
          "from: book_id, to: author_id, link_order_by: position}\n"),
     ]
-    if batch_events:
+    if batch_events is not None:  # `denormd check` refuses a value below 1
         subs.append((r"(?m)^(batch:.*max_events:\s*)\d+", lambda m: m.group(1) + str(batch_events)))
     for pattern, repl in subs:
         text, n = re.subn(pattern, repl, text, count=1)
@@ -625,7 +625,7 @@ def report_lines(results):
             note += (f"; CHANGES in {q['batches']:,} batch{'es' if q['batches'] != 1 else ''}, "
                      f"{q['round_trips_per_batch']:.1f} round "
                      f"trips and {q['statements_per_batch']:.1f} statements per batch")
-        if r.get("batch_events"):
+        if r.get("batch_events") is not None:
             note += (f"; its batch.max_events set to {r['batch_events']:,} "
                      "(--relational-batch-events), the native contenders' left as bench/config.yaml's")
         out.append(note + ".")
