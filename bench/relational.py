@@ -367,8 +367,8 @@ def fill(env, topics, path, tr, snapshot):
 def positions(env, schema, group, topics):
     """(records committed: applied + stale + dead, of which stale, dead) over the topics."""
     names = ", ".join(f"'kafka:{group}:{t}'" for t in topics.values())
-    row = env.query(f"select coalesce(sum(applied + stale + dead), 0), coalesce(sum(stale), 0), "
-                    f'coalesce(sum(dead), 0) from "{schema}".positions where source in ({names})')
+    row = env.poll_query(f"select coalesce(sum(applied + stale + dead), 0), coalesce(sum(stale), 0), "
+                         f'coalesce(sum(dead), 0) from "{schema}".positions where source in ({names})')
     return tuple(int(v) for v in row[0])
 
 

@@ -159,5 +159,5 @@ def kafka_topic(env, name, partitions):
 
 def positions_total(env, schema, topic):
     """Events committed from `topic` (applied, stale or dead), from denormd's positions."""
-    return int(env.scalar(f'select coalesce(sum(applied + stale + dead), 0) from "{schema}".positions '
-                          f"where source like 'kafka:%:' || '{topic}'"))
+    return int(env.poll_scalar(f'select coalesce(sum(applied + stale + dead), 0) from '
+                               f'"{schema}".positions where source like \'kafka:%:\' || \'{topic}\''))
