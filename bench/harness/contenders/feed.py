@@ -31,7 +31,7 @@ class Feed(Contender):
 
     def outbox(self):
         """Document changes captured and not yet published."""
-        return int(self.env.scalar(f'select count(*) from "{self.schema}".outbox'))
+        return int(self.env.poll_scalar(f'select count(*) from "{self.schema}".outbox'))
 
     def changes(self):
         env, n_changes, run_id = self.env, self.w.n_changes, self.run_id
