@@ -27,6 +27,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -214,10 +215,27 @@ class PostgresWork {
     const std::string& name = connection_state_.statements.Name(sql);
     work_.conn().prepare_now(name);
     std::string text = "execute " + name;
-    const std::vector<std::string> literals{work_.quote(args)...};
-    for (size_t i = 0; i < literals.size(); ++i) text += (i ? ", " : "(") + literals[i];
-    if (!literals.empty()) text += ')';
+    const char* separator = "(";
+    (AppendLiteral(&text, &separator, args), ...);
+    if (sizeof...(args) > 0) text += ')';
     return text;
+  }
+
+  // Appends `arg` as an SQL literal after *separator. A string (a batch's
+  // rows as JSON: megabytes) is escaped once and appended; pqxx's quote()
+  // would also copy it (to_string), shift it right by the opening quote and
+  // copy the literal again (perf: quoting was 12.8 % of the daemon's CPU).
+  template <typename T>
+  void AppendLiteral(std::string* text, const char** separator, const T& arg) {
+    *text += *separator;
+    *separator = ", ";
+    if constexpr (std::is_same_v<T, std::string>) {
+      *text += '\'';
+      *text += work_.esc(arg);
+      *text += '\'';
+    } else {
+      *text += work_.quote(arg);
+    }
   }
 
   // Sends the deferred statements and then `read` (when not null) in one

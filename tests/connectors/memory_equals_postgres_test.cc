@@ -114,6 +114,47 @@ INSTANTIATE_TEST_SUITE_P(
       return testing::ArticleScenarioName(info.param);
     });
 
+// Every statement's text arguments reach PostgreSQL as SQL literals
+// (PostgresWork::AppendLiteral): ids and values that SQL would read as
+// syntax — quotes, doubled quotes, backslashes, dollar quoting, comments,
+// semicolons, E'' prefixes, control characters, non-ASCII — are stored and
+// shown exactly as the in-memory store, which has no SQL, keeps them.
+TEST(SqlTextBothWays, TextsSqlWouldReadAsSyntaxArriveExactly) {
+  // JSON string contents: \\ is one backslash, \" a double quote.
+  const std::vector<std::string> texts = {
+      R"(O'Brien)",          R"('')",           R"(\\')",        R"(\\\\' or 1=1 --)",
+      R"(a'; drop table x; --)", R"($$ $q$ '$$)", R"(E'\\x41')",    R"(tab\there\nnewline)",
+      R"(caf\u00e9 \ud83d\ude00 '\u00e9')", R"(back\\slash\\)", R"(/* c */ ' */)",
+      R"(\"quoted\" '\"')"};
+  std::string log;
+  int version = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string& text = texts[i];
+    const std::string author = "a'" + std::to_string(i) + "'";
+    log += R"({"type":"author","id":")" + author + R"(","version":)" + std::to_string(++version) +
+           R"(,"op":"upsert","data":{"firstName":")" + text + R"(","lastName":")" + text +
+           R"(","images":[{"thumbnail":")" + text + R"("}]}})" "\n";
+    log += R"({"type":"book","id":"b'\\)" + std::to_string(i) + R"(","version":)" +
+           std::to_string(++version) + R"(,"op":"upsert","data":{"name":")" + text +
+           R"(","authorIds":[")" + author + R"("],"pubId":"p"}})" "\n";
+    log += R"({"type":"comment","id":"c)" + std::to_string(1000 + i) + R"(","version":)" +
+           std::to_string(++version) + R"(,"op":"upsert","data":{"postId":"p'1","createdAt":)" +
+           std::to_string(i) + R"(,"author":")" + text + R"(","comment":")" + text + R"("}})" "\n";
+  }
+  // And renamed, so that the documents naming them are rewritten.
+  log += R"({"type":"author","id":"a'0'","version":)" + std::to_string(++version) +
+         R"(,"op":"upsert","data":{"firstName":"it's","lastName":"\\'';"}})" "\n";
+  for (size_t batch_size : {1u, 100u}) {
+    SCOPED_TRACE("batch size " + std::to_string(batch_size));
+    // A fresh schema each time (LoadTestConfig drops it).
+    Config config =
+        testing::LoadTestConfig("tests/data/article/config.yaml", testing::TestSchemaName());
+    const uint64_t documents =
+        ExpectSameBothWays(config, testing::WriteTempFile("sql-texts.jsonl", log), batch_size);
+    EXPECT_GE(documents, 2 * texts.size());
+  }
+}
+
 class RandomConfigBothWays : public ::testing::TestWithParam<uint32_t> {};
 
 TEST_P(RandomConfigBothWays, MemoryAndPostgresGiveTheSameResult) {
