@@ -1,5 +1,8 @@
 #include "connectors/postgres_sql.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include <pqxx/pqxx>
 
 #include "common/redact.h"
@@ -56,6 +59,24 @@ std::string QuoteIdentifier(const std::string& name) {
     out += c;
   }
   return out + "\"";
+}
+
+void AppendStringLiteral(const std::string& text, std::string* out) {
+  if (text.find('\0') != std::string::npos) {
+    throw std::invalid_argument("a text with a NUL byte cannot be an SQL literal");
+  }
+  out->reserve(out->size() + text.size() + 2 +
+               static_cast<size_t>(std::count(text.begin(), text.end(), '\'')));
+  out->push_back('\'');
+  size_t from = 0;
+  for (size_t quote = text.find('\''); quote != std::string::npos;
+       quote = text.find('\'', from)) {
+    out->append(text, from, quote + 1 - from);
+    out->push_back('\'');
+    from = quote + 1;
+  }
+  out->append(text, from, std::string::npos);
+  out->push_back('\'');
 }
 
 std::string PgTextArray(const std::vector<std::string>& values) {

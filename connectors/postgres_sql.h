@@ -66,6 +66,15 @@ inline constexpr const char* kSharedCollectionIndexSuffixes[] = {"_key", "_by_id
 // (outside Guard) once the connection is lost.
 std::string QuoteIdentifier(const std::string& name);
 
+// Appends `text` to *out as a string literal ('it''s'), without the
+// connection. Every denormd session pins standard_conforming_strings on
+// (postgres_store.cc), so a literal escapes its quotes and nothing else; a
+// quote is never the trail byte of a multibyte character in any client
+// encoding PostgreSQL offers, so doubling it is the whole of escaping.
+// Throws std::invalid_argument for a NUL byte, which no literal can hold
+// (call it inside Guard, or where Defer catches).
+void AppendStringLiteral(const std::string& text, std::string* out);
+
 // PostgreSQL array literals: {"a","b\"c"} and {1,-2,3}.
 std::string PgTextArray(const std::vector<std::string>& values);
 std::string PgBigintArray(const std::vector<int64_t>& values);
