@@ -60,6 +60,24 @@ std::string DocumentsCaption(const FieldFanOut& f) {
   return f.projection + " documents per " + f.member_type;
 }
 
+// "authorIds, postId order -createdAt"
+std::string Names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// "in author_id, book_id, author_id to book_id pairs; and 1 row per linked
+// pair: book through book_author from author_id to book_id"
+std::string IndexRowsCaption(const IndexRowsOfType& r) {
+  std::string out = "in " + Names(r.relations);
+  if (!r.linked_relations.empty()) {
+    out += "; and " + CountOf(r.linked_relations.size(), "row") + " per linked pair: " +
+           Names(r.linked_relations);
+  }
+  return out;
+}
+
 std::string HtmlEscaped(const std::string& text) {
   std::string out;
   for (char c : text) {
@@ -170,6 +188,13 @@ std::string AdviceHtml(const ModelAdvice& advice, const std::string& schema) {
     HtmlFigure(out, CountOf(c.bytes.keys, "document"), c.bytes);
     out << "</section>\n";
   }
+  out << "<h2>Index rows each entity keeps (each moves its target's counter)</h2>\n";
+  for (const IndexRowsOfType& r : advice.index_rows) {
+    out << "<section><h3>" << HtmlEscaped(r.entity_type) << " <small>"
+        << HtmlEscaped(IndexRowsCaption(r)) << "</small></h3>\n";
+    HtmlFigure(out, "index rows per " + r.entity_type, r.rows_per_entity);
+    out << "</section>\n";
+  }
   out << "</body></html>\n";
   return out.str();
 }
@@ -209,6 +234,13 @@ std::string FormatAdvice(const ModelAdvice& advice, const std::string& schema) {
     out << "  " << c.collection;
     if (c.collection != c.projection) out << " (" << c.projection << ")";
     out << ": " << CountOf(c.bytes.keys, "document") << ", " << Figures(c.bytes) << "\n";
+  }
+  out << "\nindex rows each entity keeps (a write of one inserts and deletes those that changed,"
+         " each moving its target's counter), per entity type:\n";
+  if (advice.index_rows.empty()) out << "  (none: no entity is named by another's field)\n";
+  for (const IndexRowsOfType& r : advice.index_rows) {
+    out << "  " << r.entity_type << ": " << Figures(r.rows_per_entity) << "\n    "
+        << IndexRowsCaption(r) << "\n";
   }
   out << "\nobserved changes (the statistics run and replay keep, the last 24 hours):\n";
   if (advice.observed.empty()) out << "  (none recorded)\n";
@@ -279,6 +311,22 @@ std::string AdviceJson(const ModelAdvice& advice, const std::string& schema) {
     WriteMember(w, "collection", c.collection);
     WriteMember(w, "projection", c.projection);
     WriteDistribution(w, "bytes", c.bytes);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("index_rows");
+  w.StartArray();
+  for (const IndexRowsOfType& r : advice.index_rows) {
+    w.StartObject();
+    WriteMember(w, "entity_type", r.entity_type);
+    for (const auto& list : {std::make_pair("relations", &r.relations),
+                             std::make_pair("linked_relations", &r.linked_relations)}) {
+      w.Key(list.first);
+      w.StartArray();
+      for (const std::string& name : *list.second) WriteJsonString(w, name);
+      w.EndArray();
+    }
+    WriteDistribution(w, "rows_per_entity", r.rows_per_entity);
     w.EndObject();
   }
   w.EndArray();

@@ -28,7 +28,8 @@ const std::vector<Command>& Commands() {
        "measure what the model costs on the stored data: for each\n"
        "field reading other entities, members per document and the\n"
        "documents one member's change rewrites; document sizes per\n"
-       "collection; and what to change where limits.* are passed",
+       "collection; index rows each entity keeps, per type; and\n"
+       "what to change where limits.* are passed",
        AdviseCommand},
     {"check", "",
        "validate the config; list every error with its place",

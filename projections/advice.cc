@@ -242,8 +242,11 @@ Status AdviseModel(const ProjectionPlan& plan, Store* store, const AdviceOptions
     const RelationUse& use = uses[i];
     uses_of_type[use.link ? use.link->link_type() : use.relation->entity_type()].push_back(i);
   }
+  // The index rows each live entity read keeps, by type.
+  std::map<std::string, std::map<std::string, uint64_t>> rows_of_type;
   for (const auto& entry : uses_of_type) {
     const std::string& type = entry.first;
+    std::map<std::string, uint64_t>& rows_of = rows_of_type[type];
     std::string after;
     uint64_t read = 0;
     while (true) {
@@ -259,6 +262,7 @@ Status AdviseModel(const ProjectionPlan& plan, Store* store, const AdviceOptions
       if (!keys.empty()) DENORMD_RETURN_IF_ERROR(txn->source().LoadEntities(keys, &records));
       for (const EntityRecord& record : records) {
         if (!record.live()) continue;
+        rows_of[record.key.id] = plan.ReferenceRowsOf(record).size();
         for (size_t i : entry.second) {
           const RelationUse& use = uses[i];
           if (use.link != nullptr) {
@@ -274,6 +278,23 @@ Status AdviseModel(const ProjectionPlan& plan, Store* store, const AdviceOptions
       advice.entities_read += records.size();
       if (options.on_page) options.on_page(type + " entities", read);
     }
+  }
+
+  for (auto& entry : rows_of_type) {
+    IndexRowsOfType rows;
+    rows.entity_type = entry.first;
+    for (const Relation* relation : plan.ForType(entry.first).relations) {
+      if (relation->flavour() != Relation::Flavour::kLinked) {
+        rows.relations.push_back(relation->name());
+      }
+    }
+    for (const Relation* relation : plan.linked_relations()) {
+      if (relation->link()->link_type() == entry.first) {
+        rows.linked_relations.push_back(relation->entity_type() + " " + relation->name());
+      }
+    }
+    rows.rows_per_entity = Distribute(entry.second, options.top);
+    advice.index_rows.push_back(std::move(rows));
   }
 
   for (size_t i = 0; i < uses.size(); ++i) {

@@ -2,8 +2,9 @@
 // production: for each field that reads a relation (count, ids, embed,
 // lookup, buckets; via, by or through a link), how many members a document
 // holds and how many documents one member's change rewrites; for each
-// collection, how large its documents are; and the recommendations those
-// figures justify. `denormd advise` prints it (daemon/advise_report.h).
+// collection, how large its documents are; for each entity type, how many
+// index rows its entities keep; and the recommendations those figures
+// justify. `denormd advise` prints it (daemon/advise_report.h).
 //
 // Read from the stored source and documents through the store's roles
 // (SourceRows, DocumentTables), so it runs on any store, and computed from
@@ -70,6 +71,18 @@ struct CollectionSizes {
   Distribution bytes;  // per document: its JSON text as the store returns it
 };
 
+// The reference index rows one entity type's entities keep, measured on the
+// stored entities: a write of such an entity inserts and deletes what
+// changed of them, each row moving its target's counter, besides the
+// entity's own row. A link type's entities also make the rows kept per
+// linked pair (`linked_relations`, one row per pair and relation).
+struct IndexRowsOfType {
+  std::string entity_type;
+  std::vector<std::string> relations;         // the relations its rows are kept in
+  std::vector<std::string> linked_relations;  // kept per linked pair, for its links
+  Distribution rows_per_entity;               // over the live entities read
+};
+
 // A recommendation: which rule found what, where, and what to change.
 struct Recommendation {
   std::string rule;        // unbounded-members, wide-fanout, large-document
@@ -94,6 +107,7 @@ struct ModelAdvice {
   LimitsConfig thresholds;
   std::vector<FieldFanOut> fields;
   std::vector<CollectionSizes> collections;
+  std::vector<IndexRowsOfType> index_rows;  // by entity type
   // How often each entity type's field changed and what that cost, from the
   // statistics `run` and `replay` keep (StreamLedger::ReadFanOuts): the last
   // 24 hours by type and field (FanOutsByField), over `observed_seconds`

@@ -4,9 +4,9 @@
 # by headless Chromium (Debian's; installed here when missing, as root). The
 # check reads the screenshot's pixels (tests/browser/png_bars.py): the bars'
 # colour must fill one horizontal band per section that has something to show
-# (each field's two histograms side by side, each collection's one), as many
-# as `advise --json` lists; and the same page with its bars unpainted must
-# show none of that colour (so the check can fail).
+# (each field's two histograms side by side, each collection's one, each entity
+# type's index rows one), as many as `advise --json` lists; and the same page
+# with its bars unpainted must show none of that colour (so the check can fail).
 #
 # Usage: advise_report_test.sh REPO_DIR DENORMD_BINARY (ctest passes them);
 # needs DENORMD_TEST_POSTGRES (scripts/test.sh exports it).
@@ -41,7 +41,8 @@ expected=$(python3 -c '
 import json, sys
 a = json.load(open(sys.argv[1]))
 print(sum(1 for f in a["fields"] if f["members_per_document"]["keys"] or f["documents_per_member"]["keys"])
-      + sum(1 for c in a["collections"] if c["bytes"]["keys"]))' "$WORK/advise.json")
+      + sum(1 for c in a["collections"] if c["bytes"]["keys"])
+      + sum(1 for r in a["index_rows"] if r["rows_per_entity"]["keys"]))' "$WORK/advise.json")
 (( expected >= 10 )) || fail "the article's report should have 10 or more sections with figures, has $expected"
 
 shoot() {  # HTML PNG

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/text.h"
+#include "daemon/advise_report.h"
 #include "projections/advice.h"
 #include "tests/test_support.h"
 
@@ -175,6 +176,57 @@ TEST(Advice, FanOutOfEveryFieldEqualsTheCountsOfTheGeneratedData) {
   EXPECT_EQ("book_author: author_id -> book_id", linked.relation);
   ExpectDistribution(data.linked_books_of_author, linked.members_per_document,
                      "linked books per author: a repeated pair once");
+}
+
+const IndexRowsOfType& IndexRows(const ModelAdvice& advice, const std::string& type) {
+  for (const IndexRowsOfType& r : advice.index_rows) {
+    if (r.entity_type == type) return r;
+  }
+  ADD_FAILURE() << "no index rows of type " << type;
+  static const IndexRowsOfType none;
+  return none;
+}
+
+TEST(Advice, IndexRowsPerEntityAreTheRowsEachEntityKeeps) {
+  const Data data = Generate();
+  InMemory m(kModel);
+  m.Apply(data.events);
+  const ModelAdvice advice = Advise(m);
+  // The types whose entities name others; authors and posts are only named.
+  std::vector<std::string> types;
+  for (const IndexRowsOfType& r : advice.index_rows) types.push_back(r.entity_type);
+  EXPECT_EQ((std::vector<std::string>{"book", "book_author", "comment"}), types);
+
+  // A book keeps a row per author it names (the ids and the lookup share
+  // the relation), a comment one for its post.
+  const IndexRowsOfType& books = IndexRows(advice, "book");
+  EXPECT_EQ(std::vector<std::string>{"authorIds"}, books.relations);
+  EXPECT_TRUE(books.linked_relations.empty());
+  ExpectDistribution(data.authors_of_book, books.rows_per_entity, "index rows per book");
+  std::map<std::string, uint64_t> one_per_comment;
+  for (int c = 0; c < 1300; ++c) one_per_comment["c" + std::to_string(c)] = 1;
+  ExpectDistribution(one_per_comment, IndexRows(advice, "comment").rows_per_entity,
+                     "index rows per comment");
+
+  // A link row keeps one row for each of its two fields and one for its
+  // pair, repeated pair or not; the pairs keep one row each, of the count.
+  const IndexRowsOfType& links = IndexRows(advice, "book_author");
+  EXPECT_EQ(3u, links.relations.size());
+  EXPECT_EQ(std::vector<std::string>{"book through book_author from author_id to book_id"},
+            links.linked_relations);
+  std::map<std::string, uint64_t> three_per_link;
+  for (int b = 0; b < 30; ++b) three_per_link["l" + std::to_string(b)] = 3;
+  three_per_link["dup"] = three_per_link["l-a2"] = 3;
+  ExpectDistribution(three_per_link, links.rows_per_entity, "index rows per link row");
+
+  // The same figures in all three reports.
+  const std::string text = FormatAdvice(advice, "advice");
+  EXPECT_NE(std::string::npos, text.find("  book_author: p50 3, p99 3, max 3")) << text;
+  EXPECT_NE(std::string::npos,
+            text.find("1 row per linked pair: book through book_author from author_id to book_id"))
+      << text;
+  EXPECT_NE(std::string::npos, AdviceJson(advice, "advice").find("\"entity_type\":\"book_author\""));
+  EXPECT_NE(std::string::npos, AdviceHtml(advice, "advice").find("index rows per book_author"));
 }
 
 TEST(Advice, RecommendsALimitABoundedCopyAndASmallerDocumentWithTheirFigures) {
