@@ -127,14 +127,23 @@ void ExpectDistribution(const std::map<std::string, uint64_t>& counts, const Dis
   EXPECT_EQ(top, got.top.front().first);
 }
 
+// The first of `items` that `matches`; a failure naming `what` if none.
+template <typename T, typename Matches>
+const T& Find(const std::vector<T>& items, Matches matches, const std::string& what) {
+  for (const T& item : items) {
+    if (matches(item)) return item;
+  }
+  ADD_FAILURE() << "no " << what;
+  static const T none{};
+  return none;
+}
+
 const FieldFanOut& Field(const ModelAdvice& advice, const std::string& projection,
                          const std::string& field) {
-  for (const FieldFanOut& f : advice.fields) {
-    if (f.projection == projection && f.field == field) return f;
-  }
-  ADD_FAILURE() << "no field " << projection << "." << field;
-  static const FieldFanOut none;
-  return none;
+  return Find(
+      advice.fields,
+      [&](const FieldFanOut& f) { return f.projection == projection && f.field == field; },
+      "field " + projection + "." + field);
 }
 
 ModelAdvice Advise(InMemory& m, double sample = 1.0) {
@@ -179,12 +188,9 @@ TEST(Advice, FanOutOfEveryFieldEqualsTheCountsOfTheGeneratedData) {
 }
 
 const IndexRowsOfType& IndexRows(const ModelAdvice& advice, const std::string& type) {
-  for (const IndexRowsOfType& r : advice.index_rows) {
-    if (r.entity_type == type) return r;
-  }
-  ADD_FAILURE() << "no index rows of type " << type;
-  static const IndexRowsOfType none;
-  return none;
+  return Find(
+      advice.index_rows, [&](const IndexRowsOfType& r) { return r.entity_type == type; },
+      "index rows of type " + type);
 }
 
 TEST(Advice, IndexRowsPerEntityAreTheRowsEachEntityKeeps) {
