@@ -4,6 +4,12 @@
 
 namespace denormd {
 
+std::string Joined(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
+  return out;
+}
+
 std::string FormatCount(uint64_t n) {
   const std::string digits = std::to_string(n);
   std::string out;

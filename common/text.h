@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace denormd {
 
@@ -12,6 +13,9 @@ std::string FormatCount(uint64_t n);
 
 // A count and its noun: "1 event", "2,000 events" (the plural adds "s").
 std::string CountOf(uint64_t n, const std::string& singular);
+
+// The items in order, `separator` between them: {"a", "b"} -> "a, b".
+std::string Joined(const std::vector<std::string>& items, const std::string& separator = ", ");
 
 // FNV-1a, 64 bits: a hash that is the same on every build and platform
 // (std::hash is not), for what is stored or compared across processes.

@@ -60,20 +60,13 @@ std::string DocumentsCaption(const FieldFanOut& f) {
   return f.projection + " documents per " + f.member_type;
 }
 
-// "authorIds, postId order -createdAt"
-std::string Names(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
-  return out;
-}
-
 // "in author_id, book_id, author_id to book_id pairs; and 1 row per linked
 // pair: book through book_author from author_id to book_id"
 std::string IndexRowsCaption(const IndexRowsOfType& r) {
-  std::string out = "in " + Names(r.relations);
+  std::string out = "in " + Joined(r.relations);
   if (!r.linked_relations.empty()) {
     out += "; and " + CountOf(r.linked_relations.size(), "row") + " per linked pair: " +
-           Names(r.linked_relations);
+           Joined(r.linked_relations);
   }
   return out;
 }

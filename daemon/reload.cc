@@ -1,6 +1,7 @@
 #include "daemon/reload.h"
 
 #include "common/log.h"
+#include "common/text.h"
 
 namespace denormd {
 
@@ -45,9 +46,7 @@ void ApplyLogConfig(const LogConfig& log) {
 
 std::string JoinSettings(const std::vector<std::string>& settings) {
   if (settings.empty()) return "none";
-  std::string out;
-  for (const std::string& setting : settings) out += (out.empty() ? "" : ",") + setting;
-  return out;
+  return Joined(settings, ",");
 }
 
 }  // namespace denormd

@@ -4,17 +4,12 @@
 #include <map>
 #include <set>
 
+#include "common/text.h"
 #include "projections/projection_plan.h"
 
 namespace denormd {
 
 namespace {
-
-std::string JoinComma(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
 
 std::string Quoted(const std::string& text) { return text.empty() ? "(none)" : text; }
 
@@ -33,9 +28,9 @@ std::vector<std::string> EntityFieldChanges(const ProjectionConfig& a, const Pro
   std::vector<std::string> details;
   CompareSetting("from", a.from, b.from, &details);
   CompareSetting("collection", a.collection, b.collection, &details);
-  CompareSetting("include", a.has_include ? "[" + JoinComma(a.include) + "]" : "",
-                 b.has_include ? "[" + JoinComma(b.include) + "]" : "", &details);
-  CompareSetting("exclude", JoinComma(a.exclude), JoinComma(b.exclude), &details);
+  CompareSetting("include", a.has_include ? "[" + Joined(a.include) + "]" : "",
+                 b.has_include ? "[" + Joined(b.include) + "]" : "", &details);
+  CompareSetting("exclude", Joined(a.exclude), Joined(b.exclude), &details);
   CompareSetting("partition_key", a.partition_key, b.partition_key, &details);
   std::map<std::string, std::string> old_fields;
   for (const auto& field : a.fields) old_fields[field.first] = FieldText(field.second);

@@ -13,6 +13,13 @@ TEST(Text, CountOfSaysOneInTheSingular) {
   EXPECT_EQ("1,000 documents", CountOf(1000, "document"));
 }
 
+TEST(Text, JoinedPutsTheSeparatorBetweenItemsOnly) {
+  EXPECT_EQ("", Joined({}));
+  EXPECT_EQ("a", Joined({"a"}));
+  EXPECT_EQ("a, b, c", Joined({"a", "b", "c"}));
+  EXPECT_EQ("a,b", Joined({"a", "b"}, ","));
+}
+
 TEST(Text, PrintableBytesEscapesWhatIsNotPrintable) {
   EXPECT_EQ("a b~", PrintableBytes("a b~"));
   EXPECT_EQ("\\x01\\x00\\xbf", PrintableBytes(std::string("\x01\x00\xbf", 3)));
