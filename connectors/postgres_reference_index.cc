@@ -1,8 +1,11 @@
 #include "connectors/postgres_reference_index.h"
 
 #include <memory>
+#include <stdexcept>
 
+#include "connectors/postgres_sql.h"
 #include "connectors/postgres_work.h"
+#include "projections/projection_plan.h"
 
 namespace denormd {
 
@@ -59,13 +62,33 @@ std::string DeleteIndexRowsSql(const std::string& schema, const std::string& par
          " returning r.type, r.field, r.target)";
 }
 
-std::string CountDeltasSql(const std::string& schema) {
+std::string CountDeltasSql(const std::string& schema, const std::string& counted_rows) {
   return " delta as (select type, field, target, sum(n)::bigint as n from ("
          " select type, field, target, -1 as n from d union all"
-         " select type, field, target, 1 from i) u group by 1, 2, 3 having sum(n) <> 0)"
+         " select type, field, target, 1 from i) u where " + counted_rows +
+         " group by 1, 2, 3 having sum(n) <> 0)"
          " insert into " + schema + ".ref_counts as c (type, field, target, count)"
          " select type, field, target, n from delta order by 1, 2, 3"
          " on conflict (type, field, target) do update set count = c.count + excluded.count";
+}
+
+IndexCounting IndexCountingOf(const ProjectionPlan& plan) {
+  std::string uncounted;
+  for (const auto& relation : plan.relations()) {
+    if (relation->flavour() != Relation::Flavour::kPairs) continue;
+    std::string pair = "(";
+    try {
+      AppendStringLiteral(relation->entity_type(), &pair);
+      pair += ", ";
+      AppendStringLiteral(relation->name(), &pair);
+    } catch (const std::invalid_argument&) {
+      continue;  // a name no literal holds: its rows keep counters, unread
+    }
+    uncounted += (uncounted.empty() ? "" : ", ") + pair + ")";
+  }
+  IndexCounting counting;
+  if (!uncounted.empty()) counting.counted_rows = "(type, field) not in (" + uncounted + ")";
+  return counting;
 }
 
 // One Scan question: its statement, parameters and the key it is kept by.
@@ -182,6 +205,10 @@ Status PostgresReferenceIndex::Count(const Relation& relation,
     } else {
       whole.push_back(range.target);
     }
+  }
+  if (!whole.empty() && relation.flavour() == Relation::Flavour::kPairs) {
+    return Status::Fatal("internal: the counters of pair relation " + relation.name() +
+                         " were asked for; pair relations keep none");
   }
   pqxx::result rows;
   if (!whole.empty()) DENORMD_RETURN_IF_ERROR(CountWhole(relation, whole, out));
@@ -309,7 +336,7 @@ Status PostgresReferenceIndex::RecountTargets() {
   work_.IndexWritten();
   return Guard("recounting the reference index", [&] {
     work_.Run("with actual as (select type, field, target, count(*) as n from " + schema +
-              ".refs group by 1, 2, 3),"
+              ".refs where " + work_.counted_rows() + " group by 1, 2, 3),"
               " fixed as (insert into " + counts + " as c (type, field, target, count)"
               " select type, field, target, n from actual order by 1, 2, 3"
               " on conflict (type, field, target) do update set count = excluded.count"
@@ -340,7 +367,8 @@ Status PostgresReferenceIndex::WriteRows(const std::vector<OwnedRows>& writes) {
   const std::string& schema = work_.schema();
   return Guard("writing " + std::to_string(rows) + " index rows", [&] {
     work_.Run("with " + InsertIndexRowsSql(schema, "$1") + ", " +
-                  DeleteIndexRowsSql(schema, "$2") + "," + CountDeltasSql(schema),
+                  DeleteIndexRowsSql(schema, "$2") + "," +
+                  CountDeltasSql(schema, work_.counted_rows()),
               JsonText(added), JsonText(removed));
   });
 }

@@ -19,12 +19,14 @@
 #include <vector>
 
 #include "connectors/postgres_read_ahead.h"
+#include "connectors/postgres_transaction_context.h"
 #include "projections/json_writer.h"
 #include "projections/store.h"
 
 namespace denormd {
 
 class PostgresWork;
+class ProjectionPlan;
 
 // Index rows as JSON: [type, field, target, sort hex, id].
 void WriteIndexRow(JsonWriter& w, const EntityKey& key, const ReferenceRow& row);
@@ -34,10 +36,15 @@ void WriteIndexRow(JsonWriter& w, const EntityKey& key, const ReferenceRow& row)
 // `d` deletes those of `param` (those there), and the final insert moves
 // the per-target counters by what `i` and `d` returned (+1 per row
 // inserted, -1 per row deleted, applied in key order so that concurrent
-// writers cannot deadlock on the counters).
+// writers cannot deadlock on the counters) for the rows of the relations
+// `counted_rows` (IndexCounting) admits.
 std::string InsertIndexRowsSql(const std::string& schema, const std::string& param);
 std::string DeleteIndexRowsSql(const std::string& schema, const std::string& param);
-std::string CountDeltasSql(const std::string& schema);
+std::string CountDeltasSql(const std::string& schema, const std::string& counted_rows);
+
+// Which rows of `plan`'s relations move counters: all but a pair
+// relation's (Relation::Flavour::kPairs), which nothing counts.
+IndexCounting IndexCountingOf(const ProjectionPlan& plan);
 
 class PostgresReferenceIndex : public ReferenceIndex {
  public:

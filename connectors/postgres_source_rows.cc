@@ -157,7 +157,7 @@ Status PostgresSourceRows::WriteEntities(const std::vector<EntityWrite>& writes)
   // row deleted, applied in key order so that concurrent writers cannot
   // deadlock on the counters): one statement. The rows removed and added
   // are disjoint, so the two sub-statements never touch one row.
-  const std::string counts = CountDeltasSql(schema);
+  const std::string counts = CountDeltasSql(schema, work_.counted_rows());
   const std::string upsert =
       "e as (insert into " + schema + ".entities as t (type, id, version, deleted, data)"
       " select x.type, x.id, x.version, x.deleted, x.data from jsonb_to_recordset($1::jsonb)"

@@ -11,6 +11,7 @@
 
 #include "common/redact.h"
 #include "connectors/postgres_connection.h"
+#include "connectors/postgres_reference_index.h"
 #include "connectors/postgres_sql.h"
 #include "connectors/postgres_transaction.h"
 #include "projections/projection_plan.h"
@@ -123,6 +124,7 @@ ChangeCapture CaptureOf(const Config& config) {
 PostgresStore::PostgresStore(const Config& config, std::string connection_string)
     : config_(config),
       capture_(CaptureOf(config)),
+      counting_(IndexCountingOf(ProjectionPlan(config))),
       connection_string_(std::move(connection_string)) {}
 
 PostgresStore::~PostgresStore() = default;
@@ -599,7 +601,7 @@ Status PostgresStore::Adopt(std::vector<std::string>* adopted) {
 Status PostgresStore::Begin(std::unique_ptr<StoreTransaction>* out) {
   DENORMD_RETURN_IF_ERROR(Connect());
   return BeginPostgresTransaction(
-      connection_->pq, connection_->state, config_.store.schema, capture_, epoch_,
+      connection_->pq, connection_->state, config_.store.schema, capture_, counting_, epoch_,
       config_.store.lock_timeout_ms, out);
 }
 

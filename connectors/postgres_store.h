@@ -159,6 +159,7 @@ class PostgresStore : public StoreAdministration {
 
   const Config& config_;
   const ChangeCapture capture_;
+  const IndexCounting counting_;
   std::string connection_string_;
   struct Connection;  // wraps pqxx::connection: postgres_connection.h
   std::unique_ptr<Connection> connection_;

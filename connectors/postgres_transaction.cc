@@ -24,8 +24,8 @@ class PostgresTransaction : public StoreTransaction {
  public:
   PostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
                       const std::string& schema, const ChangeCapture& capture,
-                      uint64_t epoch, uint64_t lock_timeout_ms)
-      : work_(connection, state, schema, capture),
+                      const IndexCounting& counting, uint64_t epoch, uint64_t lock_timeout_ms)
+      : work_(connection, state, schema, capture, counting),
         source_(work_),
         index_(work_),
         documents_(work_),
@@ -68,11 +68,11 @@ class PostgresTransaction : public StoreTransaction {
 
 Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
                                 const std::string& schema, const ChangeCapture& capture,
-                                uint64_t epoch, uint64_t lock_timeout_ms,
-                                std::unique_ptr<StoreTransaction>* out) {
+                                const IndexCounting& counting, uint64_t epoch,
+                                uint64_t lock_timeout_ms, std::unique_ptr<StoreTransaction>* out) {
   return Guard("starting a transaction", [&] {
-    *out = std::make_unique<PostgresTransaction>(connection, state, schema, capture, epoch,
-                                                 lock_timeout_ms);
+    *out = std::make_unique<PostgresTransaction>(connection, state, schema, capture, counting,
+                                                 epoch, lock_timeout_ms);
   });
 }
 

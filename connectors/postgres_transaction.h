@@ -31,12 +31,12 @@ class connection_base;
 namespace denormd {
 
 // Starts a transaction on `connection` in `schema`; the connection, its
-// state and `capture` must outlive it. Its LockWriters fails with
+// state, `capture` and `counting` must outlive it. Its LockWriters fails with
 // StaleConfig unless the store's configuration epoch is `epoch` (0: any);
 // `lock_timeout_ms` is the connection's lock_timeout (SessionSettingsSql).
 Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
                                 const std::string& schema, const ChangeCapture& capture,
-                                uint64_t epoch, uint64_t lock_timeout_ms,
+                                const IndexCounting& counting, uint64_t epoch, uint64_t lock_timeout_ms,
                                 std::unique_ptr<StoreTransaction>* out);
 
 // Runs one SQL statement in `txn`, which BeginPostgresTransaction began

@@ -46,6 +46,15 @@ struct ChangeCapture {
   std::set<std::string> partitioned;
 };
 
+// Which index rows move the per-target counters (ref_counts): an SQL
+// condition on the columns type and field of a row, true but for the
+// relations no read counts (a link's pair relations: whether a pair is
+// linked is its first row). Built once per store from the config
+// (CountedRowsOf in postgres_reference_index.h).
+struct IndexCounting {
+  std::string counted_rows = "true";
+};
+
 }  // namespace denormd
 
 #endif  // DENORMD_CONNECTORS_POSTGRES_TRANSACTION_CONTEXT_H_

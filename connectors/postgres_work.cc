@@ -23,11 +23,13 @@ Status ParseData(const pqxx::field& field, JsonPtr* out) {
 }
 
 PostgresWork::PostgresWork(pqxx::connection_base& connection, ConnectionState& state,
-                           const std::string& schema, const ChangeCapture& capture)
+                           const std::string& schema, const ChangeCapture& capture,
+                           const IndexCounting& counting)
     : work_(connection),
       connection_state_(state),
       schema_(QuoteIdentifier(schema)),
-      capture_(capture) {
+      capture_(capture),
+      counting_(counting) {
   // BEGIN goes with the transaction's first statements.
   pending_.push_back({"starting a transaction", "begin", nullptr, nullptr});
 }

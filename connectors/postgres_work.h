@@ -54,7 +54,8 @@ class PostgresWork {
   // statements sent. Throws what libpqxx throws (BeginPostgresTransaction
   // guards it).
   PostgresWork(pqxx::connection_base& connection, ConnectionState& state,
-               const std::string& schema, const ChangeCapture& capture);
+               const std::string& schema, const ChangeCapture& capture,
+               const IndexCounting& counting);
   // Rolls back what was sent and not committed. A broken connection has
   // nothing left to roll back (and is not reopened: PostgresStore opens the
   // connection with reactivation off).
@@ -66,6 +67,8 @@ class PostgresWork {
 
   // The schema, quoted for SQL.
   const std::string& schema() const { return schema_; }
+  // The condition on (type, field) of the index rows that move counters.
+  const std::string& counted_rows() const { return counting_.counted_rows; }
   // The table of `projection`'s collection, schema-qualified and quoted.
   std::string Table(const ProjectionConfig& projection);
 
@@ -264,6 +267,7 @@ class PostgresWork {
   ConnectionState& connection_state_;
   std::string schema_;
   const ChangeCapture& capture_;
+  const IndexCounting& counting_;
   std::string change_source_;
   bool applying_ = false;        // an apply is building: journal the source changes
   bool applying_known_ = true;   // no LockWriters result awaited (applying_ is known)

@@ -14,11 +14,11 @@
 // against the store for candidate pairs (a, b): each pair a changed link row
 // names before or after the batch, and every pair of a b whose liveness
 // changed (read from the link rows naming it: one per document it affects
-// anyway). A pair's row should exist iff b is live and the index's counter of
-// the pair (Link::pairs, kept with the link rows' own index rows) is above
-// zero; its sort key is empty (by id), the entity's (an order of its
-// fields), or the pair's first link row's (an order of the link rows'
-// fields, read from a kPairs relation in that order); the stored row is
+// anyway). A pair's row should exist iff b is live and the pair has a row
+// in Link::pairs (kept with the link rows' own index rows); its sort key is
+// empty (by id), the entity's (an order of its fields), or the pair's first
+// link row's (an order of the link rows' fields, read from a kPairs
+// relation in that order); the stored row is
 // probed by its key under each sort key it may have been written with; the
 // difference is written (ReferenceIndex::WriteRows, which moves the counters
 // only by rows that actually changed) and recorded as moves. A batch pays
@@ -28,7 +28,7 @@
 // BatchApplier does (a link row's `to` ids before and after the batch are
 // phase-2 locks; an entity's own key is a phase-1 lock), so two batches
 // deciding the row of one pair serialize, and the second reads the first's
-// committed link rows, counters and liveness.
+// committed link rows, index rows and liveness.
 #ifndef DENORMD_PROJECTIONS_LINKED_ROWS_H_
 #define DENORMD_PROJECTIONS_LINKED_ROWS_H_
 

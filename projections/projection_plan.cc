@@ -19,6 +19,8 @@ namespace denormd {
 // entity keeps one index row per path instead of two. A use that shows its
 // members in an order (embed, buckets) always gets the relation of exactly
 // that order, by id when it has no `order_by`: it never borrows another's.
+// The same holds for a link's pairs: the pairs a link row names are counted
+// by its pair relation in a link order when a field keeps one.
 // The plan is therefore built twice: the first pass only records which
 // ordered relations exist (`carriers`).
 class ProjectionPlan::Builder : public PlanBuilder {
@@ -66,7 +68,15 @@ class ProjectionPlan::Builder : public PlanBuilder {
       if (&link->from() == &from_relation && &link->to() == &to_relation) found = link.get();
     }
     if (found == nullptr) {
-      const Relation& pairs = Intern(Relation::Pairs(link_type, from, to));
+      // The link's pairs are counted by whichever of its pair relations
+      // keeps one row per link row: one in a link order when a field keeps
+      // one (so that a link row does not keep its pairs twice).
+      const OrderBy* order = nullptr;
+      if (carriers_ != nullptr) {
+        auto carrier = carriers_->find(PairsKey(link_type, from, to));
+        if (carrier != carriers_->end()) order = carrier->second;
+      }
+      const Relation& pairs = Intern(Relation::Pairs(link_type, from, to, order));
       plan_->links_.push_back(std::make_unique<Link>(from_relation, to_relation, pairs));
       found = plan_->links_.back().get();
     }
@@ -77,6 +87,10 @@ class ProjectionPlan::Builder : public PlanBuilder {
   const Relation& UseLinkedRelation(const Link& link, const std::string& target_type,
                                     const OrderBy* order, const OrderBy* link_order) override {
     const bool by_link = link_order != nullptr && link_order->present;
+    if (by_link) {
+      recorded_.emplace(PairsKey(link.link_type(), link.from().path(), link.to().path()),
+                        link_order);
+    }
     const Relation* pairs =
         by_link ? &Intern(Relation::Pairs(link.link_type(), link.from().path(), link.to().path(),
                                           link_order))
@@ -91,6 +105,11 @@ class ProjectionPlan::Builder : public PlanBuilder {
   }
 
  private:
+  // The carrier key of a link's pair relations (kPairs: from and to).
+  static CarrierKey PairsKey(const std::string& link_type, const Path& from, const Path& to) {
+    return {link_type, from.text + "\n" + to.text, Relation::Flavour::kPairs};
+  }
+
   void RecordUse(const Relation* relation, const Link* link) {
     for (const RelationUse& use : plan_->relation_uses_) {
       if (use.projection == index_ && use.field == field_ && use.relation == relation &&

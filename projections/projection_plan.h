@@ -75,6 +75,9 @@ class ProjectionPlan {
   // rows are not read from their entity's data (projections/linked_rows.h).
   const std::vector<const Relation*>& linked_relations() const { return linked_relations_; }
 
+  // Every relation the index keeps rows of, in the order they were made.
+  const std::vector<std::unique_ptr<Relation>>& relations() const { return relations_; }
+
   // Each (projection, field) reading a relation or a link, once, in config
   // order.
   const std::vector<RelationUse>& relation_uses() const { return relation_uses_; }

@@ -11,8 +11,9 @@
 //                (count, ids, embed: `via`; lookup: `by`)
 //   kGroup       only a string value (bucket groups: `by`)
 //   kPairs       of a link entity: every (from, to) pair it names, as one
-//                target (PairKey), so that the index counts the live link
-//                rows of each pair (Link::pairs)
+//                target (PairKey): a pair is linked while it has a row
+//                (Link::pairs); in a link order, its first row sorts it.
+//                No counters: nothing counts a pair's link rows
 //   kLinked      of the entity a link names in `to`: a row names the `from`
 //                id of a live link row naming it. Not read from the
 //                entity's own data (Targets is empty): the rows are kept by
@@ -104,8 +105,9 @@ class Link {
   // The link's field naming the document's side, and the other side.
   const Relation& from() const { return from_; }
   const Relation& to() const { return to_; }
-  // Its (from, to) pairs (kPairs): the index's counter of PairKey(f, t) is
-  // how many live link rows name that pair.
+  // Its (from, to) pairs (kPairs): one row of PairKey(f, t) per live link
+  // row naming that pair. In a link order when a field keeps the pairs in
+  // one (ProjectionPlan), so that a link row keeps each pair once.
   const Relation& pairs() const { return pairs_; }
 
   // The (from, to) pairs a state of a link row names (none unless live),

@@ -176,7 +176,9 @@ class ReferenceIndex {
   // How many referrers each range holds (`backward` and `limit` ignored),
   // keyed by target (each target at most once per call). Counted by the store
   // so that no keys travel: ranges without `from` are read from the counts it
-  // keeps per target, one row each.
+  // keeps per target, one row each. Not asked of a pair relation
+  // (Relation::Flavour::kPairs): a store keeps no counts of those (whether
+  // a pair is linked is whether it has a row).
   virtual Status Count(const Relation& relation, const std::vector<IndexRange>& ranges,
                        std::map<std::string, uint64_t>* out) = 0;
   // Distinct targets named in `relation` by live entities, greater than
@@ -192,8 +194,9 @@ class ReferenceIndex {
     std::string sort;
   };
   virtual Status RowsOf(const std::vector<EntityKey>& entities, std::vector<StoredRow>* out) = 0;
-  // Sets every per-target count to the number of its rows (reindexing
-  // repairs counters that drifted; a whole-index pass).
+  // Sets every per-target count to the number of its rows, and to zero
+  // those of pair relations (reindexing repairs counters that drifted, and
+  // those an older denormd kept; a whole-index pass).
   virtual Status RecountTargets() = 0;
 
   // Index rows written apart from their owner's record: the rows of kLinked

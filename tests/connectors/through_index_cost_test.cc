@@ -18,6 +18,7 @@
 
 #include "daemon/engine.h"
 #include "daemon/replay.h"
+#include "projections/maintenance.h"
 #include "tests/test_support.h"
 
 namespace denormd {
@@ -144,6 +145,51 @@ TEST_F(ThroughIndexCost, AStoreWithTheOlderOwnerIndexHasItReplacedAtItsStart) {
             testing::Sql("select indexname, indexdef from pg_indexes where schemaname = '" + s +
                          "' and tablename = 'refs' and indexname <> 'refs_pkey'"));
   EXPECT_EQ(1u, CountOfBooks("a0"));
+}
+
+// A link row keeps each pair it names once per direction the model reads
+// (this one reads book_id -> author_id in `position` order only), and the
+// pair rows move no counters: nothing counts a pair's link rows, so a new
+// pair costs no new counter row. The sides' counters still count their
+// rows. Counters of pairs an older denormd kept are zeroed by a reindex.
+TEST_F(ThroughIndexCost, ALinkRowKeepsEachPairOnceAndItsPairsMoveNoCounters) {
+  const std::string& s = config_.store.schema;
+  Replay("load",
+         Upsert("author", "a1", R"({"name":"A"})") + Upsert("author", "a2", R"({"name":"B"})") +
+             LinkedBook("b1", "a1") + LinkedBook("b1", "a2") + LinkedBook("b2", "a1"),
+         100);
+  const std::string link_rows = "from " + s + ".refs where type = 'book_author' and id = 'b1:a1'";
+  // Its two sides, and one row of its pair in each direction (a target
+  // that is neither id).
+  EXPECT_EQ(4u, testing::SqlCount("select count(*) " + link_rows));
+  EXPECT_EQ(2u, testing::SqlCount("select count(*) " + link_rows +
+                                  " and target not in ('b1', 'a1')"));
+  const std::string pair_counters = "select count(*) from " + s +
+                                    ".ref_counts where type = 'book_author' and count <> 0"
+                                    " and target not in (select id from " + s + ".entities)";
+  EXPECT_EQ(0u, testing::SqlCount(pair_counters));
+  EXPECT_EQ(2u, testing::SqlCount("select count from " + s +
+                                  ".ref_counts where type = 'book_author' and target = 'a1'"));
+  EXPECT_EQ(2u, CountOfBooks("a1"));
+  Replay("unlink", DeleteLink("b2", "a1"), 100);
+  EXPECT_EQ(1u, CountOfBooks("a1"));
+  EXPECT_EQ(1u, testing::SqlCount("select count from " + s +
+                                  ".ref_counts where type = 'book_author' and target = 'a1'"));
+  EXPECT_EQ(0u, testing::SqlCount(pair_counters));
+
+  // What an older denormd kept: a counter per pair row.
+  testing::Sql("insert into " + s + ".ref_counts (type, field, target, count)"
+               " select type, field, target, count(*) from " + s + ".refs"
+               " where type = 'book_author' and target not in (select id from " + s +
+               ".entities) group by 1, 2, 3");
+  ASSERT_EQ(4u, testing::SqlCount(pair_counters));  // b1:a1 and b1:a2, both ways
+  testing::OnOwnConnections(config_, "reindex", [&](Engine& engine) {
+    uint64_t entities = 0;
+    const Status status = Reindex(engine.plan, &engine.store, MaintenanceOptions(), &entities);
+    ASSERT_TRUE(status.ok()) << status.ToString();
+  });
+  EXPECT_EQ(0u, testing::SqlCount(pair_counters));
+  EXPECT_EQ(1u, CountOfBooks("a1"));
 }
 
 }  // namespace
