@@ -41,10 +41,12 @@ def drop_schema(env, schema):
     if not env.owned:
         raise BenchError(f"refusing to drop schema {schema}: the server was not verified as this "
                          "run's own")
-    comment = env.scalar("select coalesce(obj_description(oid, 'pg_namespace'), '') from pg_namespace "
-                         f"where nspname = '{schema}'")
+    # "=" before the comment: a schema without one is a row too, not an empty answer.
+    comment = env.scalar("select '=' || coalesce(obj_description(oid, 'pg_namespace'), '') "
+                         f"from pg_namespace where nspname = '{schema}'")
     if comment is None:
         return  # no such schema
+    comment = comment[1:]
     if comment != schema_mark(env):
         raise BenchError(f"schema {schema} exists but was not created by this benchmark's state dir "
                          f"({comment!r}); drop it yourself if it is to go")
