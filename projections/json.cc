@@ -385,6 +385,15 @@ std::string OrderKey(const JsonValue* value, bool descending) {
   return std::string(1, '\x01') + body;
 }
 
+std::optional<std::string> StringOfOrderKey(const std::string& key) {
+  if (key.size() < 3 || key[0] != '\x01' || key[1] != '\x01' || key.back() != '\0') {
+    return std::nullopt;
+  }
+  std::string text = key.substr(2, key.size() - 3);
+  if (text.find('\0') != std::string::npos) return std::nullopt;
+  return text;
+}
+
 }  // namespace denormd
 
 namespace denormd {

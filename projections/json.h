@@ -7,6 +7,7 @@
 #define DENORMD_PROJECTIONS_JSON_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,10 @@ std::string RenderTemplate(const Template& tmpl, const std::string& entity_id,
 // The same key is stored in the reference index, so PostgreSQL can order and
 // page children exactly as the engine does (see ProjectionPlan relations).
 std::string OrderKey(const JsonValue* value, bool descending);
+
+// The string an ascending OrderKey was made of; nullopt for any other key
+// (of a number, an array, an absent value, or a descending order).
+std::optional<std::string> StringOfOrderKey(const std::string& key);
 
 }  // namespace denormd
 

@@ -13,7 +13,11 @@ Status MemoryReferenceIndex::Scan(const Relation& relation, const std::vector<In
   for (const IndexRange& range : ranges) {
     for (const IndexKey& key : RangeKeys(relation, range)) {
       Referrer referrer{range.target, key.sort, state.entities.at({relation.entity_type(), key.id})};
-      if (read == Read::kKeys) referrer.entity.data = nullptr;
+      if (read == Read::kKeys) {
+        referrer.entity.data = nullptr;
+      } else {
+        state.referrers_loaded++;
+      }
       out->push_back(std::move(referrer));
       state.referrers_read[relation.entity_type() + "." + relation.name()]++;
     }

@@ -49,6 +49,8 @@ struct MemoryState {
   // Index rows that scans returned per relation ("book.authorIds": the
   // referring type and the relation's name), ever (idem: what a change reads).
   std::map<std::string, uint64_t> referrers_read;
+  // Of those, the rows read with their referrer's data, ever (idem).
+  uint64_t referrers_loaded = 0;
   // Entity records loaded, and index rows inserted or deleted, ever (idem).
   uint64_t entities_loaded = 0;
   uint64_t index_rows_written = 0;

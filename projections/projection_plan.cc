@@ -59,9 +59,13 @@ class ProjectionPlan::Builder : public PlanBuilder {
 
   const Link& UseLink(const std::string& link_type, const Path& from, const Path& to) override {
     in_link_ = true;  // the link's own sides are not the field's relation
+    // Each side in the order of the other side's value: a row names both
+    // ids, so the link rows naming an id give the other ids keys only
+    // (ReadLinksTo).
     const Relation& from_relation =
-        UseRelation(link_type, from, nullptr, Relation::Flavour::kReferences);
-    const Relation& to_relation = UseRelation(link_type, to, nullptr, Relation::Flavour::kReferences);
+        UseRelation(link_type, from, &SideOrder(to), Relation::Flavour::kReferences);
+    const Relation& to_relation =
+        UseRelation(link_type, to, &SideOrder(from), Relation::Flavour::kReferences);
     in_link_ = false;
     const Link* found = nullptr;
     for (const auto& link : plan_->links_) {
@@ -105,6 +109,19 @@ class ProjectionPlan::Builder : public PlanBuilder {
   }
 
  private:
+  // The ascending order of `path`'s value, kept by the plan (the same
+  // object in both passes, as carriers point to it).
+  const OrderBy& SideOrder(const Path& path) {
+    for (const auto& order : plan_->side_orders_) {
+      if (order->path.text == path.text) return *order;
+    }
+    auto order = std::make_unique<OrderBy>();
+    order->present = true;
+    order->path = path;
+    plan_->side_orders_.push_back(std::move(order));
+    return *plan_->side_orders_.back();
+  }
+
   // The carrier key of a link's pair relations (kPairs: from and to).
   static CarrierKey PairsKey(const std::string& link_type, const Path& from, const Path& to) {
     return {link_type, from.text + "\n" + to.text, Relation::Flavour::kPairs};

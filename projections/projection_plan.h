@@ -98,6 +98,7 @@ class ProjectionPlan {
   const Config& config_;
   std::vector<std::unique_ptr<Relation>> relations_;
   std::vector<std::unique_ptr<Link>> links_;
+  std::vector<std::unique_ptr<OrderBy>> side_orders_;  // of link sides (Builder::SideOrder)
   std::vector<const Relation*> linked_relations_;
   std::vector<RelationUse> relation_uses_;
   std::vector<std::unique_ptr<Projection>> projections_;

@@ -63,7 +63,9 @@ struct LinkedPair {
 
 // The pairs of the live link rows whose `from` names one of `from_ids`
 // (what a document through `link` is linked to), sorted and unique: two rows
-// linking the same pair give one. Reads those link rows with their data.
+// linking the same pair give one. Reads the link rows' index rows, whose
+// sort keys hold the other side's id, and only a row whose other side is no
+// one string with its data.
 Status ReadLinksFrom(ReferenceIndex& index, const Link& link,
                      const std::vector<std::string>& from_ids, std::vector<LinkedPair>* out);
 

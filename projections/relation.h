@@ -22,12 +22,15 @@
 //
 // A Relation is created once per distinct (type, path, order, flavour) by the
 // plan; its name() is what the store keeps in its rows and is never
-// re-spelled elsewhere. Immutable; borrows the Config's paths.
+// re-spelled elsewhere. Immutable; borrows the Config's paths (and the
+// plan's orders of link sides).
 //
 // A Link is a join table: a link entity type whose rows name one entity in
 // `from` and another in `to` (book_author: book_id, author_id). It is two
 // kReferences relations of the link type, so the index keeps link rows like
-// any other referrer; the plan hands out one Link per (type, from, to).
+// any other referrer, each in the order of the other side's value, so that
+// a row holds both ids (ReadLinksTo reads keys only); the plan hands out one
+// Link per (type, from, to).
 #ifndef DENORMD_PROJECTIONS_RELATION_H_
 #define DENORMD_PROJECTIONS_RELATION_H_
 

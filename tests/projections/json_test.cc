@@ -1,5 +1,6 @@
 // SplitArrayField reads the items of a stored bucket without re-encoding them;
-// ParseJson accepts only text whose strings are UTF-8.
+// ParseJson accepts only text whose strings are UTF-8; StringOfOrderKey
+// gives back the string of an ascending OrderKey and nothing else.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -166,6 +167,21 @@ TEST(ParseJson, IntegersKeepTheirWidth) {
     const Status status = ParseJson(bad.first, &doc);
     EXPECT_NE(std::string::npos, status.ToString().find(bad.second)) << status.ToString();
   }
+}
+
+TEST(StringOfOrderKey, GivesBackTheStringOfAnAscendingKeyOnly) {
+  JsonDocument doc;
+  doc.Parse(R"(["b1", "", "a\u00e9z", 7, ["b1"], true, null])");
+  ASSERT_FALSE(doc.HasParseError());
+  const auto& items = doc.GetArray();
+  for (int i = 0; i < 3; ++i) {
+    const std::string text(items[i].GetString(), items[i].GetStringLength());
+    EXPECT_EQ(std::optional<std::string>(text), StringOfOrderKey(OrderKey(&items[i], false)));
+    EXPECT_EQ(std::nullopt, StringOfOrderKey(OrderKey(&items[i], true))) << text;
+  }
+  for (int i = 3; i < 7; ++i) EXPECT_EQ(std::nullopt, StringOfOrderKey(OrderKey(&items[i], false)));
+  EXPECT_EQ(std::nullopt, StringOfOrderKey(OrderKey(nullptr, false)));
+  EXPECT_EQ(std::nullopt, StringOfOrderKey(""));
 }
 
 }  // namespace

@@ -187,5 +187,29 @@ TEST(ThroughCostLimited, ALimitedListReadsItsFirstRowsOnly) {
   EXPECT_EQ(std::vector<std::string>(), m.Differences());
 }
 
+// An author's change finds the books to rewrite from the link rows naming
+// it keys only: each side of a link is kept in the order of the other side's
+// value, so its index row holds the other id. A row whose other side is an
+// array (no one id in its key) is read with its data instead.
+TEST(ThroughKeysOnly, ARenameFindsItsLinkedBooksWithoutLoadingTheLinkRows) {
+  InMemory m(kConfig);
+  m.Apply({Upsert("author", "a1", R"({"name":"One"})"), Upsert("author", "a2", R"({"name":"Two"})"),
+           Upsert("book", "b1", R"({"title":"T"})"), Upsert("book", "b2", R"({"title":"T"})"),
+           Upsert("book", "b3", R"({"title":"T"})"), Link("l1", "a1", "b1"),
+           Link("l2", "a1", "b2"),
+           Upsert("book_author", "l3", R"({"author_id":"a2","book_id":["b3","b1"]})")});
+  const uint64_t loaded = m.store().state().referrers_loaded;
+  m.Apply({Upsert("author", "a1", R"({"name":"Uno"})")});
+  EXPECT_EQ(loaded, m.store().state().referrers_loaded);
+  m.Apply({Upsert("author", "a2", R"({"name":"Dos"})")});
+  EXPECT_LT(loaded, m.store().state().referrers_loaded);  // l3, with its data
+  const auto books = m.Documents("books");
+  EXPECT_NE(std::string::npos, books.at("b1").json.find("Uno")) << books.at("b1").json;
+  EXPECT_NE(std::string::npos, books.at("b1").json.find("Dos")) << books.at("b1").json;
+  EXPECT_NE(std::string::npos, books.at("b2").json.find("Uno")) << books.at("b2").json;
+  EXPECT_NE(std::string::npos, books.at("b3").json.find("Dos")) << books.at("b3").json;
+  EXPECT_EQ(std::vector<std::string>(), m.Differences());
+}
+
 }  // namespace
 }  // namespace denormd
