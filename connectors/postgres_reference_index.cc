@@ -75,7 +75,7 @@ std::string CountDeltasSql(const std::string& schema, const std::string& counted
 IndexCounting IndexCountingOf(const ProjectionPlan& plan) {
   std::string uncounted;
   for (const auto& relation : plan.relations()) {
-    if (relation->flavour() != Relation::Flavour::kPairs) continue;
+    if (relation->counted()) continue;
     std::string pair = "(";
     try {
       AppendStringLiteral(relation->entity_type(), &pair);
@@ -206,9 +206,9 @@ Status PostgresReferenceIndex::Count(const Relation& relation,
       whole.push_back(range.target);
     }
   }
-  if (!whole.empty() && relation.flavour() == Relation::Flavour::kPairs) {
-    return Status::Fatal("internal: the counters of pair relation " + relation.name() +
-                         " were asked for; pair relations keep none");
+  if (!whole.empty() && !relation.counted()) {
+    return Status::Fatal("internal: the counters of relation " + relation.name() +
+                         " were asked for; a link's sides and pairs keep none");
   }
   pqxx::result rows;
   if (!whole.empty()) DENORMD_RETURN_IF_ERROR(CountWhole(relation, whole, out));

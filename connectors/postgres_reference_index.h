@@ -42,8 +42,8 @@ std::string InsertIndexRowsSql(const std::string& schema, const std::string& par
 std::string DeleteIndexRowsSql(const std::string& schema, const std::string& param);
 std::string CountDeltasSql(const std::string& schema, const std::string& counted_rows);
 
-// Which rows of `plan`'s relations move counters: all but a pair
-// relation's (Relation::Flavour::kPairs), which nothing counts.
+// Which rows of `plan`'s relations move counters: those of the relations
+// counted (Relation::counted: all but a link's sides and pairs).
 IndexCounting IndexCountingOf(const ProjectionPlan& plan);
 
 class PostgresReferenceIndex : public ReferenceIndex {

@@ -48,8 +48,8 @@ struct ChangeCapture {
 
 // Which index rows move the per-target counters (ref_counts): an SQL
 // condition on the columns type and field of a row, true but for the
-// relations no read counts (a link's pair relations: whether a pair is
-// linked is its first row). Built once per store from the config
+// relations no read counts (a link's sides and pairs: a link's reads find
+// rows, never count them). Built once per store from the config
 // (CountedRowsOf in postgres_reference_index.h).
 struct IndexCounting {
   std::string counted_rows = "true";

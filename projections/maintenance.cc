@@ -361,10 +361,10 @@ Status VerifyIndexPage(const ProjectionPlan& plan, StoreTransaction& txn, Source
                              PrintableBytes(row.second) + ")");
     }
   }
-  // The counters of the targets this page names (a pair relation keeps
-  // none: ReferenceIndex::Count).
+  // The counters of the targets this page names (a link's sides and pairs
+  // keep none: Relation::counted).
   for (const Relation* relation : plan.ForType(type).relations) {
-    if (relation->flavour() == Relation::Flavour::kPairs) continue;
+    if (!relation->counted()) continue;
     std::vector<IndexRange> whole, rows;
     std::set<std::string> targets;
     for (const auto& row : want) {

@@ -12,15 +12,15 @@ namespace denormd {
 // Binds the fields of one projection at a time; relations are interned in
 // the plan.
 //
-// A relation read in no particular order (count, ids, a lookup's fan-out, a
-// link's sides: each reads members or counts, and sorts what it shows
-// itself) is the same set of rows as one with an order on the same path:
+// A relation read in no particular order (count, ids, a lookup's fan-out:
+// each reads members or counts, and sorts what it shows itself) is the same set of rows as one with an order on the same path:
 // when the config has such an ordered relation, those reads use it, and each
 // entity keeps one index row per path instead of two. A use that shows its
 // members in an order (embed, buckets) always gets the relation of exactly
 // that order, by id when it has no `order_by`: it never borrows another's.
-// The same holds for a link's pairs: the pairs a link row names are counted
-// by its pair relation in a link order when a field keeps one.
+// The same holds for a link's pairs: the pairs a link row names are kept
+// by its pair relation in a link order when a field keeps one. A link's
+// sides are relations of their own (Relation::LinkSide), never shared.
 // The plan is therefore built twice: the first pass only records which
 // ordered relations exist (`carriers`).
 class ProjectionPlan::Builder : public PlanBuilder {
@@ -53,20 +53,16 @@ class ProjectionPlan::Builder : public PlanBuilder {
       if (carrier != carriers_->end()) order = carrier->second;
     }
     const Relation& relation = Intern(std::make_unique<Relation>(entity_type, path, order, flavour));
-    if (!in_link_) RecordUse(&relation, nullptr);
+    RecordUse(&relation, nullptr);
     return relation;
   }
 
   const Link& UseLink(const std::string& link_type, const Path& from, const Path& to) override {
-    in_link_ = true;  // the link's own sides are not the field's relation
     // Each side in the order of the other side's value: a row names both
     // ids, so the link rows naming an id give the other ids keys only
-    // (ReadLinksTo).
-    const Relation& from_relation =
-        UseRelation(link_type, from, &SideOrder(to), Relation::Flavour::kReferences);
-    const Relation& to_relation =
-        UseRelation(link_type, to, &SideOrder(from), Relation::Flavour::kReferences);
-    in_link_ = false;
+    // (ReadLinksTo). Not a carrier, nor carried: a side keeps no counters.
+    const Relation& from_relation = Intern(Relation::LinkSide(link_type, from, SideOrder(to)));
+    const Relation& to_relation = Intern(Relation::LinkSide(link_type, to, SideOrder(from)));
     const Link* found = nullptr;
     for (const auto& link : plan_->links_) {
       if (&link->from() == &from_relation && &link->to() == &to_relation) found = link.get();
@@ -155,7 +151,6 @@ class ProjectionPlan::Builder : public PlanBuilder {
   const ProjectionConfig* projection_ = nullptr;
   size_t index_ = 0;
   std::string field_;
-  bool in_link_ = false;
 };
 
 ProjectionPlan::ProjectionPlan(const Config& config, PlanOptions options) : config_(config) {

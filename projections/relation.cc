@@ -31,11 +31,21 @@ Relation::Relation(std::string entity_type, const Path& path, const OrderBy* ord
       flavour_(flavour),
       name_(RelationName(path, order, flavour)) {}
 
+std::unique_ptr<Relation> Relation::LinkSide(std::string link_type, const Path& path,
+                                             const OrderBy& other) {
+  auto relation =
+      std::make_unique<Relation>(std::move(link_type), path, &other, Flavour::kReferences);
+  relation->name_ = path.text + " link side" + OrderWords(&other);
+  relation->counted_ = false;
+  return relation;
+}
+
 std::unique_ptr<Relation> Relation::Pairs(std::string link_type, const Path& from,
                                           const Path& to, const OrderBy* order) {
   auto relation = std::make_unique<Relation>(std::move(link_type), from, order, Flavour::kPairs);
   relation->to_ = &to;
   relation->name_ = from.text + " to " + to.text + " pairs" + OrderWords(relation->order_);
+  relation->counted_ = false;
   return relation;
 }
 

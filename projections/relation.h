@@ -52,6 +52,12 @@ class Relation {
   enum class Flavour { kReferences, kGroup, kPairs, kLinked };
 
   Relation(std::string entity_type, const Path& path, const OrderBy* order, Flavour flavour);
+  // One side of a link (kReferences of the link type at `path`), its rows
+  // in the ascending order of the other side's value (`other`), so that a
+  // row holds both ids. Its own relation, whatever else reads the path, so
+  // that it keeps no counters in any model.
+  static std::unique_ptr<Relation> LinkSide(std::string link_type, const Path& path,
+                                            const OrderBy& other);
   // A kPairs relation of a link type over its `from` and `to` paths, its
   // rows in `order` of the link rows (null: by id).
   static std::unique_ptr<Relation> Pairs(std::string link_type, const Path& from, const Path& to,
@@ -72,6 +78,10 @@ class Relation {
   // The referrers' order; null when by id.
   const OrderBy* order() const { return order_; }
   Flavour flavour() const { return flavour_; }
+  // Whether the store keeps a count of each target's rows (ReferenceIndex::
+  // Count): for every relation but a link's sides and pairs, which nothing
+  // counts (a link's reads find rows, never count them).
+  bool counted() const { return counted_; }
   // The link of a kLinked relation; null for the others.
   const Link* link() const { return link_; }
   // The `to` path of a kPairs relation (path() is its `from`); null for
@@ -97,6 +107,7 @@ class Relation {
   const Path* to_ = nullptr;     // kPairs: the link's `to` path
   const Link* link_ = nullptr;   // kLinked
   const Relation* ordered_pairs_ = nullptr;  // kLinked in a link order
+  bool counted_ = true;
 };
 
 class Link {

@@ -176,9 +176,9 @@ class ReferenceIndex {
   // How many referrers each range holds (`backward` and `limit` ignored),
   // keyed by target (each target at most once per call). Counted by the store
   // so that no keys travel: ranges without `from` are read from the counts it
-  // keeps per target, one row each. Not asked of a pair relation
-  // (Relation::Flavour::kPairs): a store keeps no counts of those (whether
-  // a pair is linked is whether it has a row).
+  // keeps per target, one row each. Not asked of a relation that is not
+  // Relation::counted (a link's sides and pairs): a store keeps no counts
+  // of those.
   virtual Status Count(const Relation& relation, const std::vector<IndexRange>& ranges,
                        std::map<std::string, uint64_t>* out) = 0;
   // Distinct targets named in `relation` by live entities, greater than
@@ -195,7 +195,7 @@ class ReferenceIndex {
   };
   virtual Status RowsOf(const std::vector<EntityKey>& entities, std::vector<StoredRow>* out) = 0;
   // Sets every per-target count to the number of its rows, and to zero
-  // those of pair relations (reindexing repairs counters that drifted, and
+  // those of relations not counted (reindexing repairs counters that drifted, and
   // those an older denormd kept; a whole-index pass).
   virtual Status RecountTargets() = 0;
 
