@@ -229,7 +229,7 @@ std::string FormatAdvice(const ModelAdvice& advice, const std::string& schema) {
     out << ": " << CountOf(c.bytes.keys, "document") << ", " << Figures(c.bytes) << "\n";
   }
   out << "\nindex rows each entity keeps (a write of one inserts and deletes those that changed,"
-         " each moving its target's counter), per entity type:\n";
+         " each moving its target's counter but a join table's), per entity type:\n";
   if (advice.index_rows.empty()) out << "  (none: no entity is named by another's field)\n";
   for (const IndexRowsOfType& r : advice.index_rows) {
     out << "  " << r.entity_type << ": " << Figures(r.rows_per_entity) << "\n    "
