@@ -13,16 +13,17 @@ namespace denormd {
 // the plan.
 //
 // A relation read in no particular order (count, ids, a lookup's fan-out:
-// each reads members or counts, and sorts what it shows itself) is the same set of rows as one with an order on the same path:
-// when the config has such an ordered relation, those reads use it, and each
-// entity keeps one index row per path instead of two. A use that shows its
-// members in an order (embed, buckets) always gets the relation of exactly
-// that order, by id when it has no `order_by`: it never borrows another's.
-// The same holds for a link's pairs: the pairs a link row names are kept
-// by its pair relation in a link order when a field keeps one. A link's
-// sides are relations of their own (Relation::LinkSide), never shared.
-// The plan is therefore built twice: the first pass only records which
-// ordered relations exist (`carriers`).
+// each reads members or counts, and sorts what it shows itself) is the same
+// set of rows as one with an order on the same path: when the config has
+// such an ordered relation, those reads use it, and each entity keeps one
+// index row per path instead of two. A use that shows its members in an
+// order (embed, buckets) always gets the relation of exactly that order, by
+// id when it has no `order_by`: it never borrows another's. The same holds
+// for a link's pairs: the pairs a link row names are kept by its pair
+// relation in a link order when a field keeps one. A link's sides are
+// relations of their own (Relation::LinkSide), never shared. The plan is
+// therefore built twice: the first pass only records which ordered
+// relations exist (`carriers`).
 class ProjectionPlan::Builder : public PlanBuilder {
  public:
   using CarrierKey = std::tuple<std::string, std::string, Relation::Flavour>;
@@ -68,9 +69,8 @@ class ProjectionPlan::Builder : public PlanBuilder {
       if (&link->from() == &from_relation && &link->to() == &to_relation) found = link.get();
     }
     if (found == nullptr) {
-      // The link's pairs are counted by whichever of its pair relations
-      // keeps one row per link row: one in a link order when a field keeps
-      // one (so that a link row does not keep its pairs twice).
+      // The link's pairs: in a link order when a field keeps them in one,
+      // so that a link row does not keep its pairs twice.
       const OrderBy* order = nullptr;
       if (carriers_ != nullptr) {
         auto carrier = carriers_->find(PairsKey(link_type, from, to));
