@@ -9,33 +9,17 @@ Usage: drop_schema_test.py REPO; needs DENORMD_TEST_POSTGRES (scripts/test.sh ex
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
-REPO = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
-                       os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "bench"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pg_test_support import PG, check, fresh_psql  # noqa: E402  (puts bench/ on the path)
 from harness.services import BenchError, Env  # noqa: E402
 from harness.store import drop_schema, mark_schema  # noqa: E402
 
-PG = os.environ.get("DENORMD_TEST_POSTGRES")
-if not PG:
-    sys.exit("FAIL: DENORMD_TEST_POSTGRES is not set (scripts/test.sh exports it)")
-
-
-def sql(statement):
-    return subprocess.run(["psql", "-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", "-d", PG, "-c",
-                           statement], capture_output=True, text=True, check=True).stdout.strip()
-
 
 def exists(schema):
-    return sql(f"select count(*) from pg_namespace where nspname = '{schema}'") == "1"
-
-
-def check(cond, what):
-    if not cond:
-        sys.exit("FAIL: " + what)
+    return fresh_psql(f"select count(*) from pg_namespace where nspname = '{schema}'") == [["1"]]
 
 
 def main():
@@ -46,7 +30,7 @@ def main():
         env.owned = True  # what check_server_ownership sets for the harness's own server
         try:
             for schema in (marked, unmarked):
-                sql(f'drop schema if exists "{schema}" cascade; create schema "{schema}"')
+                fresh_psql(f'drop schema if exists "{schema}" cascade; create schema "{schema}"')
             mark_schema(env, marked)
             drop_schema(env, marked)
             check(not exists(marked), "the marked schema was not dropped")
@@ -59,7 +43,7 @@ def main():
             drop_schema(env, "bench_drop_test_absent")  # nothing to do, no error
         finally:
             env.close()
-            sql(f'drop schema if exists "{unmarked}" cascade')
+            fresh_psql(f'drop schema if exists "{unmarked}" cascade')
     print("PASS")
 
 

@@ -10,29 +10,12 @@ Usage: psql_session_test.py REPO; needs DENORMD_TEST_POSTGRES (scripts/test.sh e
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
-REPO = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
-                       os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "bench"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pg_test_support import PG, check, fresh_psql  # noqa: E402  (puts bench/ on the path)
 from harness.services import BenchError, Env  # noqa: E402
-
-PG = os.environ.get("DENORMD_TEST_POSTGRES")
-if not PG:
-    sys.exit("FAIL: DENORMD_TEST_POSTGRES is not set (scripts/test.sh exports it)")
-
-
-def fresh_psql(sql):
-    out = subprocess.run(["psql", "-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", "-d", PG, "-c", sql],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    return [line.split("|") for line in out.splitlines()] if out else []
-
-
-def check(cond, what):
-    if not cond:
-        sys.exit("FAIL: " + what)
 
 
 def main():
