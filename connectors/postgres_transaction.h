@@ -36,8 +36,8 @@ namespace denormd {
 // `lock_timeout_ms` is the connection's lock_timeout (SessionSettingsSql).
 Status BeginPostgresTransaction(pqxx::connection_base& connection, ConnectionState& state,
                                 const std::string& schema, const ChangeCapture& capture,
-                                const IndexCounting& counting, uint64_t epoch, uint64_t lock_timeout_ms,
-                                std::unique_ptr<StoreTransaction>* out);
+                                const IndexCounting& counting, uint64_t epoch,
+                                uint64_t lock_timeout_ms, std::unique_ptr<StoreTransaction>* out);
 
 // Runs one SQL statement in `txn`, which BeginPostgresTransaction began
 // (Fatal for any other), after the statements it deferred; returns its rows

@@ -50,7 +50,7 @@ struct ChangeCapture {
 // condition on the columns type and field of a row, true but for the
 // relations no read counts (a link's sides and pairs: a link's reads find
 // rows, never count them). Built once per store from the config
-// (CountedRowsOf in postgres_reference_index.h).
+// (IndexCountingOf in postgres_reference_index.h).
 struct IndexCounting {
   std::string counted_rows = "true";
 };

@@ -60,8 +60,9 @@ std::string DocumentsCaption(const FieldFanOut& f) {
   return f.projection + " documents per " + f.member_type;
 }
 
-// "in author_id, book_id, author_id to book_id pairs; and 1 row per linked
-// pair: book through book_author from author_id to book_id"
+// "in author_id link side order book_id, book_id link side order author_id,
+// author_id to book_id pairs; and 1 row per linked pair: book through
+// book_author from author_id to book_id"
 std::string IndexRowsCaption(const IndexRowsOfType& r) {
   std::string out = "in " + Joined(r.relations);
   if (!r.linked_relations.empty()) {

@@ -74,8 +74,9 @@ struct CollectionSizes {
 // The reference index rows one entity type's entities keep, measured on the
 // stored entities: a write of such an entity inserts and deletes what
 // changed of them, each row moving its target's counter (but a link
-// type's: Relation::counted), besides the entity's own row. A link type's entities also make the rows kept per
-// linked pair (`linked_relations`, one row per pair and relation).
+// type's: Relation::counted), besides the entity's own row. A link type's
+// entities also make the rows kept per linked pair (`linked_relations`,
+// one row per pair and relation).
 struct IndexRowsOfType {
   std::string entity_type;
   std::vector<std::string> relations;         // the relations its rows are kept in

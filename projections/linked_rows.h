@@ -18,10 +18,10 @@
 // in Link::pairs (kept with the link rows' own index rows); its sort key is
 // empty (by id), the entity's (an order of its fields), or the pair's first
 // link row's (an order of the link rows' fields, read from a kPairs
-// relation in that order); the stored row is
-// probed by its key under each sort key it may have been written with; the
-// difference is written (ReferenceIndex::WriteRows, which moves the counters
-// only by rows that actually changed) and recorded as moves. A batch pays
+// relation in that order); the stored row is probed by its key under each
+// sort key it may have been written with; the difference is written
+// (ReferenceIndex::WriteRows, which moves the counters only by rows that
+// actually changed) and recorded as moves. A batch pays
 // three store calls for all of its candidates, each O(candidates).
 //
 // Concurrency: the caller holds the lock of every b it reconciles, as the

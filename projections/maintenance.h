@@ -71,9 +71,10 @@ Status Rebuild(const ProjectionPlan& plan, Store* store, const MaintenanceOption
 // relations, and compared with the stored one and its columns. Without named
 // projections it also checks those structures against the source: each live
 // entity's index rows (targets and order keys) are those its data names now,
-// and each target's counter (but a link's sides' and pairs', which keep none) equals
-// both its rows and the source's own count of its referrers. All in one read-only snapshot. Memory: the referrer ids
-// of each (type, field) the config groups by (SourceView), and one page.
+// and each target's counter (but a link's sides' and pairs', which keep
+// none) equals both its rows and the source's own count of its referrers.
+// All in one read-only snapshot. Memory: the referrer ids of each (type,
+// field) the config groups by (SourceView), and one page.
 Status Verify(const ProjectionPlan& plan, Store* store, const MaintenanceOptions& options,
               std::vector<std::string>* differences);
 

@@ -105,8 +105,8 @@ class ProjectionPlan::Builder : public PlanBuilder {
   }
 
  private:
-  // The ascending order of `path`'s value, kept by the plan (the same
-  // object in both passes, as carriers point to it).
+  // The ascending order of `path`'s value, kept by the plan: the link sides
+  // (Relation::LinkSide) borrow it.
   const OrderBy& SideOrder(const Path& path) {
     for (const auto& order : plan_->side_orders_) {
       if (order->path.text == path.text) return *order;

@@ -17,10 +17,11 @@ std::vector<IndexRange> WholeRanges(const std::vector<std::string>& targets, uin
 
 // The pairs of the link rows `by` (one side of `link`) finds for `ids`.
 //
-// A side kept in the order of the other side's value (ProjectionPlan::
-// UseLink) holds the other id in each row's sort key, so the rows are read
-// keys only; the targets with a row whose key is not one id (the other side
-// an array, or not a string) are read again with the link rows' data.
+// A link's side is kept in the order of the other side's value
+// (Relation::LinkSide), so each row's sort key holds the other id and the
+// rows are read keys only; the targets with a row whose key is not one id
+// (the other side an array, or not a string) are read again with the link
+// rows' data.
 Status ReadLinks(ReferenceIndex& index, const Link& link, const Relation& by,
                  const std::vector<std::string>& ids, std::vector<LinkedPair>* out) {
   const bool by_from = &by == &link.from();
@@ -32,28 +33,26 @@ Status ReadLinks(ReferenceIndex& index, const Link& link, const Relation& by,
       out->push_back({std::move(id), target});
     }
   };
-  const bool keyed = by.order() != nullptr && !by.order()->descending &&
-                     by.order()->path.text == other.path().text;
+  if (by.order() == nullptr || by.order()->descending ||
+      by.order()->path.text != other.path().text) {
+    return Status::Fatal("internal: link side " + by.name() +
+                         " is not kept in the order of the other side's value");
+  }
   std::vector<Referrer> rows;
+  DENORMD_RETURN_IF_ERROR(ReadReferrers(index, by, ids, ReferenceIndex::Read::kKeys, &rows));
   std::vector<std::string> unkeyed;  // targets to read with data
   const size_t first = out->size();
-  if (keyed) {
-    DENORMD_RETURN_IF_ERROR(ReadReferrers(index, by, ids, ReferenceIndex::Read::kKeys, &rows));
-    for (const Referrer& row : rows) {
-      std::optional<std::string> id = StringOfOrderKey(row.sort);
-      if (id) {
-        add(row.target, std::move(*id));
-      } else {
-        unkeyed.push_back(row.target);
-      }
+  for (const Referrer& row : rows) {
+    std::optional<std::string> id = StringOfOrderKey(row.sort);
+    if (id) {
+      add(row.target, std::move(*id));
+    } else {
+      unkeyed.push_back(row.target);
     }
-    rows.clear();
   }
-  const std::vector<std::string>& with_data = keyed ? unkeyed : ids;
-  if (!with_data.empty()) {
-    DENORMD_RETURN_IF_ERROR(
-        ReadReferrers(index, by, with_data, ReferenceIndex::Read::kKeysAndData, &rows));
-  }
+  rows.clear();
+  DENORMD_RETURN_IF_ERROR(
+      ReadReferrers(index, by, unkeyed, ReferenceIndex::Read::kKeysAndData, &rows));
   for (const Referrer& row : rows) {
     for (std::string& id : other.Targets(row.entity.key.id, *row.entity.data)) {
       add(row.target, std::move(id));
