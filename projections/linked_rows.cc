@@ -116,21 +116,20 @@ Status ReconcileRelation(StoreTransaction& txn, const Relation& relation, std::s
       probe[pair].insert("");
     }
   }
-  // Whether a live link row links each pair not known to be linked: the
-  // pair's first index row (pair relations keep no counters); in a link
-  // order, its first rows, which also give its sort key.
+  // Whether a live link row links each pair not known to be linked
+  // (ReadLinkedPairs: link rows keep no counters); in a link order, the
+  // pair's first rows, which also give its sort key.
   std::map<std::string, uint64_t> counts;
   if (ordered_pairs == nullptr) {
-    std::vector<std::string> asked;
+    std::vector<LinkedPair> asked;
     for (const Pair& pair : pairs) {
       if (live.count(pair.second) && !linked.count(pair)) {
-        asked.push_back(Link::PairKey(pair.first, pair.second));
+        asked.push_back({pair.first, pair.second});
       }
     }
-    std::vector<Referrer> rows;
-    DENORMD_RETURN_IF_ERROR(ReadFirstReferrers(txn.index(), link.pairs(), asked, 1,
-                                               ReferenceIndex::Read::kKeys, &rows));
-    for (const Referrer& row : rows) counts[row.target] = 1;
+    std::set<LinkedPair> found;
+    DENORMD_RETURN_IF_ERROR(ReadLinkedPairs(txn.index(), link, asked, &found));
+    for (const LinkedPair& pair : found) counts[Link::PairKey(pair.from, pair.to)] = 1;
   } else {
     // The row sorted as the pair's first link row when it was written: one
     // of the pair's first k+1 rows now (k: the changed rows naming it), or

@@ -69,14 +69,15 @@ class ProjectionPlan::Builder : public PlanBuilder {
       if (&link->from() == &from_relation && &link->to() == &to_relation) found = link.get();
     }
     if (found == nullptr) {
-      // The link's pairs: in a link order when a field keeps them in one,
-      // so that a link row does not keep its pairs twice.
-      const OrderBy* order = nullptr;
+      // The link's pairs when a field keeps them in a link order; none
+      // otherwise: the `from` side tells whether a pair is linked.
+      const Relation* pairs = nullptr;
       if (carriers_ != nullptr) {
         auto carrier = carriers_->find(PairsKey(link_type, from, to));
-        if (carrier != carriers_->end()) order = carrier->second;
+        if (carrier != carriers_->end()) {
+          pairs = &Intern(Relation::Pairs(link_type, from, to, carrier->second));
+        }
       }
-      const Relation& pairs = Intern(Relation::Pairs(link_type, from, to, order));
       plan_->links_.push_back(std::make_unique<Link>(from_relation, to_relation, pairs));
       found = plan_->links_.back().get();
     }

@@ -22,6 +22,17 @@ std::vector<IndexRange> WholeRanges(const std::vector<std::string>& targets, uin
 // rows are read keys only; the targets with a row whose key is not one id
 // (the other side an array, or not a string) are read again with the link
 // rows' data.
+// Fatal unless `side` is kept in the ascending order of `other`'s value
+// (Relation::LinkSide), so that a row's sort key holds the other id.
+Status CheckSideOrder(const Relation& side, const Relation& other) {
+  if (side.order() == nullptr || side.order()->descending ||
+      side.order()->path.text != other.path().text) {
+    return Status::Fatal("internal: link side " + side.name() +
+                         " is not kept in the order of the other side's value");
+  }
+  return Status::Ok();
+}
+
 Status ReadLinks(ReferenceIndex& index, const Link& link, const Relation& by,
                  const std::vector<std::string>& ids, std::vector<LinkedPair>* out) {
   const bool by_from = &by == &link.from();
@@ -33,11 +44,7 @@ Status ReadLinks(ReferenceIndex& index, const Link& link, const Relation& by,
       out->push_back({std::move(id), target});
     }
   };
-  if (by.order() == nullptr || by.order()->descending ||
-      by.order()->path.text != other.path().text) {
-    return Status::Fatal("internal: link side " + by.name() +
-                         " is not kept in the order of the other side's value");
-  }
+  DENORMD_RETURN_IF_ERROR(CheckSideOrder(by, other));
   std::vector<Referrer> rows;
   DENORMD_RETURN_IF_ERROR(ReadReferrers(index, by, ids, ReferenceIndex::Read::kKeys, &rows));
   std::vector<std::string> unkeyed;  // targets to read with data
@@ -123,6 +130,65 @@ Status ReadLinksFrom(ReferenceIndex& index, const Link& link,
 Status ReadLinksTo(ReferenceIndex& index, const Link& link, const std::vector<std::string>& to_ids,
                    std::vector<LinkedPair>* out) {
   return ReadLinks(index, link, link.to(), to_ids, out);
+}
+
+Status ReadLinkedPairs(ReferenceIndex& index, const Link& link,
+                       const std::vector<LinkedPair>& asked, std::set<LinkedPair>* linked) {
+  if (asked.empty()) return Status::Ok();
+  if (link.pairs() != nullptr) {
+    std::vector<std::string> keys;
+    for (const LinkedPair& pair : asked) keys.push_back(Link::PairKey(pair.from, pair.to));
+    std::vector<Referrer> rows;
+    DENORMD_RETURN_IF_ERROR(ReadFirstReferrers(index, *link.pairs(), keys, 1,
+                                               ReferenceIndex::Read::kKeys, &rows));
+    for (const Referrer& row : rows) {
+      LinkedPair pair;
+      if (Link::SplitPairKey(row.target, &pair.from, &pair.to)) linked->insert(std::move(pair));
+    }
+    return Status::Ok();
+  }
+  const Relation& side = link.from();
+  DENORMD_RETURN_IF_ERROR(CheckSideOrder(side, link.to()));
+  // Per pair the side's first row at the `to` id; per `from` id its first
+  // row past every string (OrderKey: an array's key is 0x01 0x03, after
+  // the strings' 0x01 0x01 and the booleans' 0x01 0x02).
+  static const std::string kPastStrings("\x01\x03", 2);
+  const std::set<LinkedPair> wanted(asked.begin(), asked.end());
+  std::vector<IndexRange> ranges;
+  std::set<std::string> from_ids;
+  for (const LinkedPair& pair : wanted) {
+    const JsonValue to(rapidjson::StringRef(pair.to.data(), pair.to.size()));
+    ranges.push_back({pair.from, IndexKey{OrderKey(&to, false), ""}, false, 1});
+    from_ids.insert(pair.from);
+  }
+  for (const std::string& from : from_ids) {
+    ranges.push_back({from, IndexKey{kPastStrings, ""}, false, 1});
+  }
+  std::vector<Referrer> rows;
+  DENORMD_RETURN_IF_ERROR(index.Scan(side, ranges, ReferenceIndex::Read::kKeys, &rows));
+  std::set<std::string> unkeyed;  // from ids with a row of no one string
+  for (const Referrer& row : rows) {
+    std::optional<std::string> to = StringOfOrderKey(row.sort);
+    if (!to) {
+      unkeyed.insert(row.target);
+    } else if (wanted.count({row.target, *to})) {
+      linked->insert({row.target, std::move(*to)});
+    }
+  }
+  if (unkeyed.empty()) return Status::Ok();
+  ranges.clear();
+  for (const std::string& from : unkeyed) {
+    ranges.push_back({from, IndexKey{kPastStrings, ""}, false, 0});
+  }
+  rows.clear();
+  DENORMD_RETURN_IF_ERROR(index.Scan(side, ranges, ReferenceIndex::Read::kKeysAndData, &rows));
+  for (const Referrer& row : rows) {
+    for (std::string& to : link.to().Targets(row.entity.key.id, *row.entity.data)) {
+      LinkedPair pair{row.target, std::move(to)};
+      if (wanted.count(pair)) linked->insert(std::move(pair));
+    }
+  }
+  return Status::Ok();
 }
 
 void SortByKey(std::vector<const Referrer*>* referrers) {

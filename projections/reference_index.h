@@ -5,6 +5,7 @@
 #define DENORMD_PROJECTIONS_REFERENCE_INDEX_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,15 @@ Status ReadLinksFrom(ReferenceIndex& index, const Link& link,
 // linked to a changed entity).
 Status ReadLinksTo(ReferenceIndex& index, const Link& link, const std::vector<std::string>& to_ids,
                    std::vector<LinkedPair>* out);
+
+// Which of `asked` (from id, to id) a live link row of `link` names, added
+// to *linked. Reads the first row of each pair in the link's pairs
+// (Link::pairs) when it keeps them; otherwise the `from` side's first row
+// at the `to` id (a side is sorted by the other side's value), and, for a
+// `from` id whose side has a row whose other side is no one string (an
+// array), those rows with their data. O(asked) rows either way.
+Status ReadLinkedPairs(ReferenceIndex& index, const Link& link,
+                       const std::vector<LinkedPair>& asked, std::set<LinkedPair>* linked);
 
 // Sorts referrers into their relation's order: (sort key, id).
 void SortByKey(std::vector<const Referrer*>* referrers);

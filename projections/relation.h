@@ -11,9 +11,9 @@
 //                (count, ids, embed: `via`; lookup: `by`)
 //   kGroup       only a string value (bucket groups: `by`)
 //   kPairs       of a link entity: every (from, to) pair it names, as one
-//                target (PairKey): a pair is linked while it has a row
-//                (Link::pairs); in a link order, its first row sorts it.
-//                No counters: nothing counts a pair's link rows
+//                target (PairKey), in a link order: a pair's first row
+//                sorts it (Link::pairs). No counters: nothing counts a
+//                pair's link rows
 //   kLinked      of the entity a link names in `to`: a row names the `from`
 //                id of a live link row naming it. Not read from the
 //                entity's own data (Targets is empty): the rows are kept by
@@ -112,17 +112,19 @@ class Relation {
 
 class Link {
  public:
-  Link(const Relation& from, const Relation& to, const Relation& pairs)
+  Link(const Relation& from, const Relation& to, const Relation* pairs)
       : from_(from), to_(to), pairs_(pairs) {}
 
   const std::string& link_type() const { return from_.entity_type(); }
   // The link's field naming the document's side, and the other side.
   const Relation& from() const { return from_; }
   const Relation& to() const { return to_; }
-  // Its (from, to) pairs (kPairs): one row of PairKey(f, t) per live link
-  // row naming that pair. In a link order when a field keeps the pairs in
-  // one (ProjectionPlan), so that a link row keeps each pair once.
-  const Relation& pairs() const { return pairs_; }
+  // Its (from, to) pairs (kPairs), in the link order a field keeps them in
+  // (ProjectionPlan): one row of PairKey(f, t) per live link row naming
+  // that pair. Null when no field keeps them in a link order: the `from`
+  // side, sorted by the `to` value, tells whether a pair is linked
+  // (ReadLinkedPairs), so a link row keeps no row for its pair.
+  const Relation* pairs() const { return pairs_; }
 
   // The (from, to) pairs a state of a link row names (none unless live),
   // sorted and unique.
@@ -140,7 +142,7 @@ class Link {
  private:
   const Relation& from_;
   const Relation& to_;
-  const Relation& pairs_;
+  const Relation* pairs_;
 };
 
 // The ids a reference field names: the string, or the string elements of the

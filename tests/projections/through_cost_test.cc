@@ -211,5 +211,25 @@ TEST(ThroughKeysOnly, ARenameFindsItsLinkedBooksWithoutLoadingTheLinkRows) {
   EXPECT_EQ(std::vector<std::string>(), m.Differences());
 }
 
+// Whether a pair is linked, where no field reads the link in a link order,
+// is asked of the link's `from` side (kept in the order of the `to` value),
+// not of a row kept per pair: a pair named only by a row whose `to` is an
+// array is found among that side's rows of no one string.
+TEST(ThroughPairs, APairStillNamedThroughAnArrayStaysLinked) {
+  InMemory m(kConfig);
+  m.Apply({Upsert("author", "a1", R"({"name":"One"})"), Upsert("book", "b1", R"({"title":"T"})"),
+           Upsert("book", "b2", R"({"title":"T"})"), Link("l1", "a1", "b1"),
+           Upsert("book_author", "l2", R"({"author_id":"a1","book_id":["b2","b1"]})")});
+  const auto counted = [&] { return m.Documents("authors").at("a1").json; };
+  EXPECT_NE(std::string::npos, counted().find(R"("countOfBooks":2,"books":["b1","b2"])"))
+      << counted();
+  m.Apply({Delete("book_author", "l1")});  // b1 still linked, through l2's array
+  EXPECT_NE(std::string::npos, counted().find(R"("countOfBooks":2,"books":["b1","b2"])"))
+      << counted();
+  m.Apply({Upsert("book_author", "l2", R"({"author_id":"a1","book_id":["b2"]})")});
+  EXPECT_NE(std::string::npos, counted().find(R"("countOfBooks":1,"books":["b2"])")) << counted();
+  EXPECT_EQ(std::vector<std::string>(), m.Differences());
+}
+
 }  // namespace
 }  // namespace denormd
