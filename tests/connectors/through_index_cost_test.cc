@@ -154,7 +154,7 @@ TEST_F(ThroughIndexCost, AStoreWithTheOlderOwnerIndexHasItReplacedAtItsStart) {
 // counters: a link's reads find rows and never count them, so a new link
 // row costs no counter. Counters an older denormd kept for them are zeroed
 // by a reindex.
-TEST_F(ThroughIndexCost, ALinkRowKeepsEachPairOnceAndItsRowsMoveNoCounters) {
+TEST_F(ThroughIndexCost, ALinkRowKeepsItsPairOnlyInALinkOrderAndItsRowsMoveNoCounters) {
   const std::string& s = config_.store.schema;
   Replay("load",
          Upsert("author", "a1", R"({"name":"A"})") + Upsert("author", "a2", R"({"name":"B"})") +
@@ -182,12 +182,19 @@ TEST_F(ThroughIndexCost, ALinkRowKeepsEachPairOnceAndItsRowsMoveNoCounters) {
                " select type, field, target, count(*) from " + s + ".refs"
                " where type = 'book_author' group by 1, 2, 3");
   ASSERT_EQ(5u, testing::SqlCount(link_counters));  // a1, a2, b1 and the pairs b1:a1, b1:a2
+  // And a row per pair in the direction no field reads in a link order.
+  const std::string unordered_pairs =
+      "select count(*) from " + s + ".refs where field = 'author_id to book_id pairs'";
+  testing::Sql("insert into " + s + ".refs (type, field, target, sort, id) values"
+               " ('book_author', 'author_id to book_id pairs', '2:a1b1', '', 'b1:a1')");
+  ASSERT_EQ(1u, testing::SqlCount(unordered_pairs));
   testing::OnOwnConnections(config_, "reindex", [&](Engine& engine) {
     uint64_t entities = 0;
     const Status status = Reindex(engine.plan, &engine.store, MaintenanceOptions(), &entities);
     ASSERT_TRUE(status.ok()) << status.ToString();
   });
   EXPECT_EQ(0u, testing::SqlCount(link_counters));
+  EXPECT_EQ(0u, testing::SqlCount(unordered_pairs));
   EXPECT_EQ(1u, CountOfBooks("a1"));
   EXPECT_EQ(1u, testing::SqlCount("select count from " + s +
                                   ".ref_counts where type = 'book' and target = 'a1'"));
