@@ -102,9 +102,10 @@ struct PostgresReferenceIndex::ScanQuestion {
           arrays.backward + '\x1f' + arrays.limit;
     if (whole) {
       // Every row of each target: one index scan over the targets as an
-      // array, not a lateral subquery per target, whose setup cost several
-      // microseconds a target (a batch asks for the authors of 20,000
-      // books, two rows each, through a link).
+      // array, not a lateral subquery per target, whose setup costs
+      // microseconds a target (20,000 targets of two rows each, a batch's
+      // books asking for their authors through a link: 23 ms against 78 on
+      // the benchmark's server; docs/benchmarks.md).
       const std::string rows = " from " + schema + ".refs r";
       const std::string where =
           " where r.type = $1 and r.field = $2 and r.target = any($3::text[])";
@@ -116,8 +117,8 @@ struct PostgresReferenceIndex::ScanQuestion {
     }
     // Per range one index range scan in the range's direction; the
     // backward scan only when a range is backward (a subquery per range
-    // costs its setup whether or not it runs: a quarter of the statement's
-    // time for the probes of one row each that a link's reconciliation asks).
+    // costs its setup whether or not it runs: 20,000 probes of one row
+    // each, as a link's reconciliation asks, took 60 ms against 78).
     const std::string range = ".refs r where r.type = $1 and r.field = $2 and r.target = t.target"
                               " and (r.sort, r.id) ";
     const std::string bound = " (decode(t.sort, 'hex'), t.id collate \"C\")";
