@@ -1,6 +1,7 @@
 #include "projections/reference_index.h"
 
 #include <algorithm>
+#include <set>
 
 namespace denormd {
 
@@ -15,13 +16,6 @@ std::vector<IndexRange> WholeRanges(const std::vector<std::string>& targets, uin
   return ranges;
 }
 
-// The pairs of the link rows `by` (one side of `link`) finds for `ids`.
-//
-// A link's side is kept in the order of the other side's value
-// (Relation::LinkSide), so each row's sort key holds the other id and the
-// rows are read keys only; the targets with a row whose key is not one id
-// (the other side an array, or not a string) are read again with the link
-// rows' data.
 // Fatal unless `side` is kept in the ascending order of `other`'s value
 // (Relation::LinkSide), so that a row's sort key holds the other id.
 Status CheckSideOrder(const Relation& side, const Relation& other) {
@@ -33,38 +27,66 @@ Status CheckSideOrder(const Relation& side, const Relation& other) {
   return Status::Ok();
 }
 
-Status ReadLinks(ReferenceIndex& index, const Link& link, const Relation& by,
-                 const std::vector<std::string>& ids, std::vector<LinkedPair>* out) {
-  const bool by_from = &by == &link.from();
-  const Relation& other = by_from ? link.to() : link.from();
-  auto add = [&](const std::string& target, std::string id) {
-    if (by_from) {
-      out->push_back({target, std::move(id)});
-    } else {
-      out->push_back({std::move(id), target});
-    }
-  };
-  DENORMD_RETURN_IF_ERROR(CheckSideOrder(by, other));
-  std::vector<Referrer> rows;
-  DENORMD_RETURN_IF_ERROR(ReadReferrers(index, by, ids, ReferenceIndex::Read::kKeys, &rows));
-  std::vector<std::string> unkeyed;  // targets to read with data
-  const size_t first = out->size();
+// Where a link side's rows whose other side is no one string start: an
+// array's OrderKey is 0x01 0x03, after the strings' 0x01 0x01 and the
+// booleans' 0x01 0x02 (numbers, booleans and null name no id).
+const std::string& PastStrings() {
+  static const std::string kKey("\x01\x03", 2);
+  return kKey;
+}
+
+// Calls add(target, other id) for each id of `other` that `rows` (of the
+// link side `side`, read keys only) name: decoded from a row's sort key,
+// which holds the other id (CheckSideOrder); for a target with a row whose
+// key holds no one id (the other side an array, or not a string), read
+// from its rows past the strings with their data. Events hold no U+0000
+// (formats/json_input.cc), so a string's key always decodes.
+template <typename Add>
+Status OtherIdsOfSideRows(ReferenceIndex& index, const Relation& side, const Relation& other,
+                          const std::vector<Referrer>& rows, Add&& add) {
+  std::set<std::string> unkeyed;
   for (const Referrer& row : rows) {
     std::optional<std::string> id = StringOfOrderKey(row.sort);
     if (id) {
       add(row.target, std::move(*id));
     } else {
-      unkeyed.push_back(row.target);
+      unkeyed.insert(row.target);
     }
   }
-  rows.clear();
+  if (unkeyed.empty()) return Status::Ok();
+  std::vector<IndexRange> ranges;
+  for (const std::string& target : unkeyed) {
+    ranges.push_back({target, IndexKey{PastStrings(), ""}, false, 0});
+  }
+  std::vector<Referrer> with_data;
   DENORMD_RETURN_IF_ERROR(
-      ReadReferrers(index, by, unkeyed, ReferenceIndex::Read::kKeysAndData, &rows));
-  for (const Referrer& row : rows) {
+      index.Scan(side, ranges, ReferenceIndex::Read::kKeysAndData, &with_data));
+  for (const Referrer& row : with_data) {
     for (std::string& id : other.Targets(row.entity.key.id, *row.entity.data)) {
       add(row.target, std::move(id));
     }
   }
+  return Status::Ok();
+}
+
+// The pairs of the link rows `by` (one side of `link`) finds for `ids`,
+// read keys only (OtherIdsOfSideRows).
+Status ReadLinks(ReferenceIndex& index, const Link& link, const Relation& by,
+                 const std::vector<std::string>& ids, std::vector<LinkedPair>* out) {
+  const bool by_from = &by == &link.from();
+  const Relation& other = by_from ? link.to() : link.from();
+  DENORMD_RETURN_IF_ERROR(CheckSideOrder(by, other));
+  std::vector<Referrer> rows;
+  DENORMD_RETURN_IF_ERROR(ReadReferrers(index, by, ids, ReferenceIndex::Read::kKeys, &rows));
+  const size_t first = out->size();
+  DENORMD_RETURN_IF_ERROR(OtherIdsOfSideRows(
+      index, by, other, rows, [&](const std::string& target, std::string id) {
+        if (by_from) {
+          out->push_back({target, std::move(id)});
+        } else {
+          out->push_back({std::move(id), target});
+        }
+      }));
   std::sort(out->begin() + first, out->end());
   out->erase(std::unique(out->begin() + first, out->end()), out->end());
   return Status::Ok();
@@ -150,9 +172,7 @@ Status ReadLinkedPairs(ReferenceIndex& index, const Link& link,
   const Relation& side = link.from();
   DENORMD_RETURN_IF_ERROR(CheckSideOrder(side, link.to()));
   // Per pair the side's first row at the `to` id; per `from` id its first
-  // row past every string (OrderKey: an array's key is 0x01 0x03, after
-  // the strings' 0x01 0x01 and the booleans' 0x01 0x02).
-  static const std::string kPastStrings("\x01\x03", 2);
+  // row past the strings, which tells whether it has rows of arrays.
   const std::set<LinkedPair> wanted(asked.begin(), asked.end());
   std::vector<IndexRange> ranges;
   std::set<std::string> from_ids;
@@ -162,33 +182,15 @@ Status ReadLinkedPairs(ReferenceIndex& index, const Link& link,
     from_ids.insert(pair.from);
   }
   for (const std::string& from : from_ids) {
-    ranges.push_back({from, IndexKey{kPastStrings, ""}, false, 1});
+    ranges.push_back({from, IndexKey{PastStrings(), ""}, false, 1});
   }
   std::vector<Referrer> rows;
   DENORMD_RETURN_IF_ERROR(index.Scan(side, ranges, ReferenceIndex::Read::kKeys, &rows));
-  std::set<std::string> unkeyed;  // from ids with a row of no one string
-  for (const Referrer& row : rows) {
-    std::optional<std::string> to = StringOfOrderKey(row.sort);
-    if (!to) {
-      unkeyed.insert(row.target);
-    } else if (wanted.count({row.target, *to})) {
-      linked->insert({row.target, std::move(*to)});
-    }
-  }
-  if (unkeyed.empty()) return Status::Ok();
-  ranges.clear();
-  for (const std::string& from : unkeyed) {
-    ranges.push_back({from, IndexKey{kPastStrings, ""}, false, 0});
-  }
-  rows.clear();
-  DENORMD_RETURN_IF_ERROR(index.Scan(side, ranges, ReferenceIndex::Read::kKeysAndData, &rows));
-  for (const Referrer& row : rows) {
-    for (std::string& to : link.to().Targets(row.entity.key.id, *row.entity.data)) {
-      LinkedPair pair{row.target, std::move(to)};
-      if (wanted.count(pair)) linked->insert(std::move(pair));
-    }
-  }
-  return Status::Ok();
+  return OtherIdsOfSideRows(index, side, link.to(), rows,
+                            [&](const std::string& from, std::string to) {
+                              LinkedPair pair{from, std::move(to)};
+                              if (wanted.count(pair)) linked->insert(std::move(pair));
+                            });
 }
 
 void SortByKey(std::vector<const Referrer*>* referrers) {
