@@ -100,45 +100,40 @@ struct PostgresReferenceIndex::ScanQuestion {
     key = relation.entity_type() + '\x1f' + relation.name() + '\x1f' + (with_data ? "d" : "k") +
           '\x1f' + arrays.target + '\x1f' + arrays.sort + '\x1f' + arrays.id + '\x1f' +
           arrays.backward + '\x1f' + arrays.limit;
-    if (whole) {
-      // Every row of each target: one index scan over the targets as an
-      // array, not a lateral subquery per target, whose setup costs
-      // microseconds a target (20,000 targets of two rows each, a batch's
-      // books asking for their authors through a link: 23 ms against 78 on
-      // the benchmark's server; docs/benchmarks.md).
-      const std::string rows = " from " + schema + ".refs r";
-      const std::string where =
-          " where r.type = $1 and r.field = $2 and r.target = any($3::text[])";
-      sql = with_data ? "select r.target, encode(r.sort, 'hex'), e.id, e.version::text,"
-                        " e.data::text" + rows + " join " + schema + ".entities e on e.type = $1"
-                        " and e.id = r.id and not e.deleted and e.data is not null" + where
-                      : "select r.target, encode(r.sort, 'hex'), r.id" + rows + where;
-      return;
-    }
-    // Per range one index range scan in the range's direction; the
-    // backward scan only when a range is backward (a subquery per range
+    // The rows (target, sort, id) as x: for whole targets one index scan
+    // over the targets as an array, not a lateral subquery per target,
+    // whose setup costs microseconds a target (20,000 targets of two rows
+    // each, a batch's books asking for their authors through a link: 23 ms
+    // against 78 on the benchmark's server; docs/benchmarks.md).
+    // Otherwise per range one index range scan in the range's direction;
+    // the backward scan only when a range is backward (a subquery per range
     // costs its setup whether or not it runs: 20,000 probes of one row
     // each, as a link's reconciliation asks, took 60 ms against 78).
-    const std::string range = ".refs r where r.type = $1 and r.field = $2 and r.target = t.target"
-                              " and (r.sort, r.id) ";
-    const std::string bound = " (decode(t.sort, 'hex'), t.id collate \"C\")";
-    const std::string forward = "(select r.sort, r.id from " + schema + range + ">=" + bound +
-                                " and not t.backward order by r.sort, r.id limit t.lim)";
-    const std::string scans =
-        " from unnest($3::text[], $4::text[], $5::text[], $6::bool[], $7::bigint[])"
-        " t(target, sort, id, backward, lim) cross join lateral " +
-        (AnyBackward(ranges) ? "(" + forward + " union all (select r.sort, r.id from " + schema +
-                                   range + "<" + bound +
-                                   " and t.backward order by r.sort desc, r.id desc"
-                                   " limit t.lim))"
-                             : forward) +
-        " x";
+    std::string rows;
+    if (whole) {
+      rows = " from (select r.target, r.sort, r.id from " + schema +
+             ".refs r where r.type = $1 and r.field = $2 and r.target = any($3::text[])) x";
+    } else {
+      const std::string range = ".refs r where r.type = $1 and r.field = $2 and r.target = t.target"
+                                " and (r.sort, r.id) ";
+      const std::string bound = " (decode(t.sort, 'hex'), t.id collate \"C\")";
+      const std::string forward = "(select t.target, r.sort, r.id from " + schema + range + ">=" +
+                                  bound + " and not t.backward order by r.sort, r.id limit t.lim)";
+      rows = " from unnest($3::text[], $4::text[], $5::text[], $6::bool[], $7::bigint[])"
+             " t(target, sort, id, backward, lim) cross join lateral " +
+             (AnyBackward(ranges)
+                  ? "(" + forward + " union all (select t.target, r.sort, r.id from " + schema +
+                        range + "<" + bound +
+                        " and t.backward order by r.sort desc, r.id desc limit t.lim))"
+                  : forward) +
+             " x";
+    }
     // Only live entities: the rows of a relation that `denormd apply` is
     // building may name one deleted since (its catch-up removes them).
-    sql = with_data ? "select t.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text" +
-                          scans + " join " + schema + ".entities e on e.type = $1 and e.id = x.id"
+    sql = with_data ? "select x.target, encode(x.sort, 'hex'), e.id, e.version::text, e.data::text" +
+                          rows + " join " + schema + ".entities e on e.type = $1 and e.id = x.id"
                           " and not e.deleted and e.data is not null"
-                    : "select t.target, encode(x.sort, 'hex'), x.id" + scans;
+                    : "select x.target, encode(x.sort, 'hex'), x.id" + rows;
   }
   // Whether every range is a whole target (forward from its first row, no
   // limit), each target once: then the rows are those of the targets.

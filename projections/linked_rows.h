@@ -14,15 +14,16 @@
 // against the store for candidate pairs (a, b): each pair a changed link row
 // names before or after the batch, and every pair of a b whose liveness
 // changed (read from the link rows naming it: one per document it affects
-// anyway). A pair's row should exist iff b is live and the pair has a row
-// in Link::pairs (kept with the link rows' own index rows); its sort key is
-// empty (by id), the entity's (an order of its fields), or the pair's first
-// link row's (an order of the link rows' fields, read from a kPairs
-// relation in that order); the stored row is probed by its key under each
-// sort key it may have been written with; the difference is written
+// anyway). A pair's row should exist iff b is live and a live link row
+// names the pair (ReadLinkedPairs, from the link rows' own index rows); its
+// sort key is empty (by id), the entity's (an order of its fields), or the
+// pair's first link row's (an order of the link rows' fields, read from a
+// kPairs relation in that order); the stored row is probed by its key under
+// each sort key it may have been written with; the difference is written
 // (ReferenceIndex::WriteRows, which moves the counters only by rows that
-// actually changed) and recorded as moves. A batch pays
-// three store calls for all of its candidates, each O(candidates).
+// actually changed) and recorded as moves. A batch pays three store calls
+// for all of its candidates (a fourth when a link side has rows of arrays),
+// each O(candidates).
 //
 // Concurrency: the caller holds the lock of every b it reconciles, as the
 // BatchApplier does (a link row's `to` ids before and after the batch are
