@@ -1,8 +1,10 @@
 #include "connectors/postgres_reference_index.h"
 
+#include <map>
 #include <memory>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "connectors/postgres_sql.h"
 #include "connectors/postgres_work.h"
@@ -53,24 +55,27 @@ std::string InsertIndexRowsSql(const std::string& schema, const std::string& par
   return "i as (insert into " + schema + ".refs (type, field, target, id, sort)"
          " select x->>0, x->>1, x->>2, x->>4, decode(x->>3, 'hex')"
          " from jsonb_array_elements(" + param + "::jsonb) x on conflict do nothing"
-         " returning type, field, target)";
+         " returning type, field, target, id)";
 }
 
 std::string DeleteIndexRowsSql(const std::string& schema, const std::string& param) {
   return " d as (delete from " + schema + ".refs r using jsonb_array_elements(" + param +
          "::jsonb) x where r.type = x->>0 and r.field = x->>1 and r.target = x->>2"
          " and r.sort = decode(x->>3, 'hex') and r.id = x->>4"
-         " returning r.type, r.field, r.target)";
+         " returning r.type, r.field, r.target, r.id)";
 }
 
-std::string CountDeltasSql(const std::string& schema, const std::string& counted_rows) {
+std::string CountDeltasSql(const std::string& schema, const std::string& counted_rows,
+                           const std::string& then) {
+  const std::string upsert =
+      " insert into " + schema + ".ref_counts as c (type, field, target, count)"
+      " select type, field, target, n from delta order by 1, 2, 3"
+      " on conflict (type, field, target) do update set count = c.count + excluded.count";
   return " delta as (select type, field, target, sum(n)::bigint as n from ("
          " select type, field, target, -1 as n from d union all"
          " select type, field, target, 1 from i) u where " + counted_rows +
-         " group by 1, 2, 3 having sum(n) <> 0)"
-         " insert into " + schema + ".ref_counts as c (type, field, target, count)"
-         " select type, field, target, n from delta order by 1, 2, 3"
-         " on conflict (type, field, target) do update set count = c.count + excluded.count";
+         " group by 1, 2, 3 having sum(n) <> 0)" +
+         (then.empty() ? upsert : ", counted as (" + upsert + ") " + then);
 }
 
 IndexCounting IndexCountingOf(const ProjectionPlan& plan) {
@@ -390,30 +395,50 @@ Status PostgresReferenceIndex::RecountTargets() {
   });
 }
 
-Status PostgresReferenceIndex::WriteRows(const std::vector<OwnedRows>& writes) {
+Status PostgresReferenceIndex::WriteRows(const std::vector<OwnedRows>& writes,
+                                         std::vector<WrittenRow>* written) {
   work_.IndexWritten();
   rapidjson::StringBuffer added, removed;
   JsonWriter a(added), r(removed);
   a.StartArray();
   r.StartArray();
   size_t rows = 0;
+  // The relations written, to name each row the statement returns.
+  std::map<std::pair<std::string, std::string>, const Relation*> relations;
   for (const OwnedRows& write : writes) {
-    for (const ReferenceRow& row : write.added) WriteIndexRow(a, write.owner, row);
-    for (const ReferenceRow& row : write.removed) WriteIndexRow(r, write.owner, row);
-    rows += write.added.size() + write.removed.size();
+    for (const auto* list : {&write.added, &write.removed}) {
+      for (const ReferenceRow& row : *list) {
+        WriteIndexRow(list == &write.added ? a : r, write.owner, row);
+        relations.emplace(std::make_pair(write.owner.type, row.relation->name()), row.relation);
+      }
+      rows += list->size();
+    }
   }
   a.EndArray();
   r.EndArray();
   if (rows == 0) return Status::Ok();
   // As in PostgresSourceRows::WriteEntities, without the records: the rows
-  // actually inserted or deleted move the counters.
+  // actually inserted or deleted move the counters, and are returned.
   const std::string& schema = work_.schema();
-  return Guard("writing " + std::to_string(rows) + " index rows", [&] {
-    work_.Run("with " + InsertIndexRowsSql(schema, "$1") + ", " +
-                  DeleteIndexRowsSql(schema, "$2") + "," +
-                  CountDeltasSql(schema, work_.counted_rows()),
-              JsonText(added), JsonText(removed));
-  });
+  pqxx::result changed;
+  DENORMD_RETURN_IF_ERROR(Guard("writing " + std::to_string(rows) + " index rows", [&] {
+    changed = work_.Run("with " + InsertIndexRowsSql(schema, "$1") + ", " +
+                            DeleteIndexRowsSql(schema, "$2") + "," +
+                            CountDeltasSql(schema, work_.counted_rows(),
+                                           "select true, type, field, target, id from i union all"
+                                           " select false, type, field, target, id from d"),
+                        JsonText(added), JsonText(removed));
+  }));
+  if (written == nullptr) return Status::Ok();
+  for (const auto& row : changed) {
+    auto relation = relations.find({row[1].c_str(), row[2].c_str()});
+    if (relation == relations.end()) {
+      return Status::Fatal("internal: writing index rows returned a row of relation " +
+                           std::string(row[2].c_str()) + ", which was not written");
+    }
+    written->push_back({relation->second, row[3].c_str(), row[4].c_str(), row[0].as<bool>()});
+  }
+  return Status::Ok();
 }
 
 }  // namespace denormd

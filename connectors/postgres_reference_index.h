@@ -34,13 +34,16 @@ void WriteIndexRow(JsonWriter& w, const EntityKey& key, const ReferenceRow& row)
 // The index-row statements of one `with` (schema quoted): `i` inserts the
 // rows of the JSON array in parameter `param` (those not there already),
 // `d` deletes those of `param` (those there), and the final insert moves
-// the per-target counters by what `i` and `d` returned (+1 per row
-// inserted, -1 per row deleted, applied in key order so that concurrent
-// writers cannot deadlock on the counters) for the rows of the relations
-// `counted_rows` (IndexCounting) admits.
+// the per-target counters by what `i` and `d` returned (type, field,
+// target, id; +1 per row inserted, -1 per row deleted, applied in key order
+// so that concurrent writers cannot deadlock on the counters) for the rows
+// of the relations `counted_rows` (IndexCounting) admits. With `then`, the
+// counters' insert is the `with`'s last part and `then` (a select from `i`
+// and `d`) its statement.
 std::string InsertIndexRowsSql(const std::string& schema, const std::string& param);
 std::string DeleteIndexRowsSql(const std::string& schema, const std::string& param);
-std::string CountDeltasSql(const std::string& schema, const std::string& counted_rows);
+std::string CountDeltasSql(const std::string& schema, const std::string& counted_rows,
+                           const std::string& then = "");
 
 // Which rows of `plan`'s relations move counters: those of the relations
 // counted (Relation::counted: all but a link's sides and pairs).
@@ -68,7 +71,7 @@ class PostgresReferenceIndex : public ReferenceIndex {
                      std::vector<std::string>* out) override;
   Status RowsOf(const std::vector<EntityKey>& entities, std::vector<StoredRow>* out) override;
   Status RecountTargets() override;
-  Status WriteRows(const std::vector<OwnedRows>& writes) override;
+  Status WriteRows(const std::vector<OwnedRows>& writes, std::vector<WrittenRow>* written) override;
 
  private:
   // The counters of `targets` in `relation`: read now, or kept.

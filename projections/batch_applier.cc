@@ -266,6 +266,7 @@ Status BatchApplier::ApplyInTransaction(StoreTransaction& txn, const EventBatch&
   // The rows kept through a link (their `to` entities are locked now), and
   // what moved in them, before the documents that read them.
   LinkedCandidates linked;
+  linked.afters_are_current = true;
   AddLinkedCandidates(plan_.linked_relations(), changes, &linked);
   if (!linked.empty()) DENORMD_RETURN_IF_ERROR(ReconcileLinkedRows(txn, linked, &affected.moves));
   // What the projections will read for their units (roots, counters,

@@ -28,6 +28,9 @@ void AddLinkedCandidates(const std::vector<const Relation*>& linked, const Entit
                                       std::back_inserter(changed));
       }
       if (!changed.empty()) out->pairs[relation].insert(changed.begin(), changed.end());
+      if (out->afters_are_current && IsLive(*change.after)) {
+        out->linked_now[relation].insert(after.begin(), after.end());
+      }
       if (ordered_pairs != nullptr) {
         for (const auto& pair : after) out->changed_rows[relation][pair]++;
         out->earlier[change.key].push_back(*change.before);
@@ -64,13 +67,17 @@ namespace {
 
 using Pair = std::pair<std::string, std::string>;  // (from id, to id)
 
+// Whether each reconciled pair should have a row, by relation.
+using WantedPairs = std::map<std::pair<const Relation*, Pair>, bool>;
+
 // Reconciles the rows of one kLinked relation for `pairs` and every pair of
-// `entities`; appends the writes to *writes (by owner) and, by id, the moves.
+// `entities`; appends the writes to *writes (by owner) and to *wants
+// whether each pair should have a row.
 Status ReconcileRelation(StoreTransaction& txn, const Relation& relation, std::set<Pair> pairs,
                          const std::set<std::string>& entities,
                          const LinkedCandidates& candidates,
                          std::map<EntityKey, ReferenceIndex::OwnedRows>* writes,
-                         RelationMoves* moves) {
+                         WantedPairs* wants) {
   const Link& link = *relation.link();
   const Relation* ordered_pairs = relation.ordered_pairs();
   const bool entity_order = relation.order() != nullptr && ordered_pairs == nullptr;
@@ -121,9 +128,15 @@ Status ReconcileRelation(StoreTransaction& txn, const Relation& relation, std::s
   // pair's first rows, which also give its sort key.
   std::map<std::string, uint64_t> counts;
   if (ordered_pairs == nullptr) {
+    static const std::set<Pair> kNone;
+    auto now = candidates.linked_now.find(&relation);
+    const std::set<Pair>& linked_now = now == candidates.linked_now.end() ? kNone : now->second;
     std::vector<LinkedPair> asked;
     for (const Pair& pair : pairs) {
-      if (live.count(pair.second) && !linked.count(pair)) {
+      if (!live.count(pair.second) || linked.count(pair)) continue;
+      if (linked_now.count(pair)) {
+        linked.insert(pair);
+      } else {
         asked.push_back({pair.first, pair.second});
       }
     }
@@ -166,42 +179,24 @@ Status ReconcileRelation(StoreTransaction& txn, const Relation& relation, std::s
       }
     }
   }
-  // The stored rows, by key: the first row at or after each (sort, to id).
-  std::vector<IndexRange> probes;
-  for (const auto& entry : probe) {
-    for (const std::string& key : entry.second) {
-      probes.push_back({entry.first.first, IndexKey{key, entry.first.second}, false, 1});
-    }
-  }
-  std::vector<Referrer> found;
-  if (!probes.empty()) {
-    DENORMD_RETURN_IF_ERROR(
-        txn.index().Scan(relation, probes, ReferenceIndex::Read::kKeys, &found));
-  }
-  std::map<Pair, std::set<std::string>> stored;  // pair -> sort keys of its rows
-  for (const Referrer& referrer : found) {
-    const Pair pair{referrer.target, referrer.entity.key.id};
-    if (probe.count(pair) && probe[pair].count(referrer.sort)) stored[pair].insert(referrer.sort);
-  }
+  // The writes, without reading the stored rows first: the row the pair
+  // should have is added and every other key its row may have been written
+  // with is removed; a row added that exists, or removed that does not,
+  // changes nothing (ReferenceIndex::WriteRows), and what did change says
+  // which pairs joined or left (ReconcileLinkedRows).
   for (const Pair& pair : pairs) {
     const bool want =
         live.count(pair.second) &&
         (linked.count(pair) || counts[Link::PairKey(pair.first, pair.second)] > 0);
     const std::string wanted = sort.count(pair) ? sort[pair] : "";
-    const std::set<std::string>& have = stored[pair];
-    if (want && have.size() == 1 && *have.begin() == wanted) continue;
-    if (!want && have.empty()) continue;
     const EntityKey owner{relation.entity_type(), pair.second};
     ReferenceIndex::OwnedRows& write = (*writes)[owner];
     write.owner = owner;
-    for (const std::string& key : have) {
+    for (const std::string& key : probe[pair]) {
       if (!(want && key == wanted)) write.removed.push_back({&relation, pair.first, key});
     }
-    if (want && !have.count(wanted)) write.added.push_back({&relation, pair.first, wanted});
-    if (moves != nullptr && have.empty() != !want) {
-      ReferrerMoves& moved = (*moves)[&relation][pair.first];
-      (want ? moved.joined : moved.left).insert(pair.second);
-    }
+    if (want) write.added.push_back({&relation, pair.first, wanted});
+    (*wants)[{&relation, pair}] = want;
   }
   return Status::Ok();
 }
@@ -214,6 +209,7 @@ Status ReconcileLinkedRows(StoreTransaction& txn, const LinkedCandidates& candid
   for (const auto& entry : candidates.pairs) relations.insert(entry.first);
   for (const auto& entry : candidates.entities) relations.insert(entry.first);
   std::map<EntityKey, ReferenceIndex::OwnedRows> writes;
+  WantedPairs wanted;
   static const std::set<Pair> kNoPairs;
   static const std::set<std::string> kNoEntities;
   for (const Relation* relation : relations) {
@@ -222,12 +218,36 @@ Status ReconcileLinkedRows(StoreTransaction& txn, const LinkedCandidates& candid
     DENORMD_RETURN_IF_ERROR(ReconcileRelation(
         txn, *relation, pairs == candidates.pairs.end() ? kNoPairs : pairs->second,
         entities == candidates.entities.end() ? kNoEntities : entities->second, candidates,
-        &writes, moves));
+        &writes, &wanted));
   }
   if (writes.empty()) return Status::Ok();
   std::vector<ReferenceIndex::OwnedRows> rows;
   for (auto& entry : writes) rows.push_back(std::move(entry.second));
-  return txn.index().WriteRows(rows);
+  std::vector<ReferenceIndex::WrittenRow> written;
+  DENORMD_RETURN_IF_ERROR(txn.index().WriteRows(rows, moves != nullptr ? &written : nullptr));
+  if (moves == nullptr) return Status::Ok();
+  // A pair that should have a row joined if its row was inserted and none
+  // removed (else it had one: the row it should have, or one under an old
+  // sort key); a pair that should have none left if a row was removed.
+  std::map<std::pair<const Relation*, Pair>, std::pair<bool, bool>> changed;  // inserted, removed
+  for (const ReferenceIndex::WrittenRow& row : written) {
+    auto& entry = changed[{row.relation, {row.target, row.id}}];
+    (row.added ? entry.first : entry.second) = true;
+  }
+  for (const auto& entry : changed) {
+    auto want = wanted.find(entry.first);
+    if (want == wanted.end()) {
+      return Status::Fatal("internal: a row kept through a link was written for a pair "
+                           "that was not reconciled");
+    }
+    const bool inserted = entry.second.first, removed = entry.second.second;
+    if (want->second ? (inserted && !removed) : removed) {
+      const Pair& pair = entry.first.second;
+      ReferrerMoves& moved = (*moves)[entry.first.first][pair.first];
+      (want->second ? moved.joined : moved.left).insert(pair.second);
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace denormd

@@ -18,12 +18,15 @@
 // names the pair (ReadLinkedPairs, from the link rows' own index rows); its
 // sort key is empty (by id), the entity's (an order of its fields), or the
 // pair's first link row's (an order of the link rows' fields, read from a
-// kPairs relation in that order); the stored row is probed by its key under
-// each sort key it may have been written with; the difference is written
-// (ReferenceIndex::WriteRows, which moves the counters only by rows that
-// actually changed) and recorded as moves. A batch pays three store calls
-// for all of its candidates (a fourth when a link side has rows of arrays),
-// each O(candidates).
+// kPairs relation in that order). The stored row is not read: the row the
+// pair should have is added, and removed under every other sort key it may
+// have been written with (ReferenceIndex::WriteRows changes only what
+// differs, moves the counters by that, and says what changed, which is
+// recorded as moves). A pair a batch's own changed link row names now is
+// linked without a read. A batch pays at most four store calls for all of
+// its candidates (the link rows naming its changed entities, the entities,
+// the pairs' links, the write; one more when a link side has rows of
+// arrays), each O(candidates).
 //
 // Concurrency: the caller holds the lock of every b it reconciles, as the
 // BatchApplier does (a link row's `to` ids before and after the batch are
@@ -61,6 +64,12 @@ struct LinkedCandidates {
   // In a link order: how many changed link rows name each pair now (the
   // pair's first rows that may have displaced the one its row sorted by).
   std::map<const Relation*, std::map<std::pair<std::string, std::string>, size_t>> changed_rows;
+  // Set before adding changes whose `after` is each entity's stored state
+  // now (a batch's own changes, under their phase-1 locks; not a journal's):
+  // then the pairs a changed live link row names are linked without a read.
+  bool afters_are_current = false;
+  // Those pairs, per relation (afters_are_current only).
+  std::map<const Relation*, std::set<std::pair<std::string, std::string>>> linked_now;
   bool empty() const { return pairs.empty() && entities.empty(); }
 };
 

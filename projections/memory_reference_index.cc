@@ -65,16 +65,24 @@ Status MemoryReferenceIndex::RowsOf(const std::vector<EntityKey>& entities,
   return Status::Ok();
 }
 
-Status MemoryReferenceIndex::WriteRows(const std::vector<OwnedRows>& writes) {
+Status MemoryReferenceIndex::WriteRows(const std::vector<OwnedRows>& writes,
+                                       std::vector<WrittenRow>* written) {
   MemoryState& state = work_.state();
   for (const OwnedRows& write : writes) {
     const EntityKey& key = write.owner;
     work_.Remember(&state.references, key);
     std::vector<MemoryState::IndexRow>& rows = state.references[key];
     for (const ReferenceRow& row : write.removed) {
-      work_.RemoveIndexRow(key, row.relation->name(), row.target, row.sort, &rows);
+      if (work_.RemoveIndexRow(key, row.relation->name(), row.target, row.sort, &rows) &&
+          written != nullptr) {
+        written->push_back({row.relation, row.target, key.id, false});
+      }
     }
-    for (const ReferenceRow& row : write.added) work_.AddIndexRow(key, row, &rows);
+    for (const ReferenceRow& row : write.added) {
+      if (work_.AddIndexRow(key, row, &rows) && written != nullptr) {
+        written->push_back({row.relation, row.target, key.id, true});
+      }
+    }
   }
   return Status::Ok();
 }

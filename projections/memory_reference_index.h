@@ -33,7 +33,7 @@ class MemoryReferenceIndex : public ReferenceIndex {
                      std::vector<std::string>* out) override;
   Status RowsOf(const std::vector<EntityKey>& entities, std::vector<StoredRow>* out) override;
   Status RecountTargets() override { return Status::Ok(); }  // counts are the index's sizes
-  Status WriteRows(const std::vector<OwnedRows>& writes) override;
+  Status WriteRows(const std::vector<OwnedRows>& writes, std::vector<WrittenRow>* written) override;
 
  private:
   // The keys of a range, in the range's order, at most its limit.

@@ -9,24 +9,28 @@ void MemoryWork::Undo() {
   undo_.clear();
 }
 
-void MemoryWork::AddIndexRow(const EntityKey& owner, const ReferenceRow& row,
+bool MemoryWork::AddIndexRow(const EntityKey& owner, const ReferenceRow& row,
                              std::vector<MemoryState::IndexRow>* rows) {
-  if (IndexInsert({owner.type, row.relation->name(), row.target}, {row.sort, owner.id})) {
-    rows->push_back({row.relation->name(), row.target, row.sort});
-    state_.index_rows_written++;
+  if (!IndexInsert({owner.type, row.relation->name(), row.target}, {row.sort, owner.id})) {
+    return false;
   }
+  rows->push_back({row.relation->name(), row.target, row.sort});
+  state_.index_rows_written++;
+  return true;
 }
 
-void MemoryWork::RemoveIndexRow(const EntityKey& owner, const std::string& relation,
+bool MemoryWork::RemoveIndexRow(const EntityKey& owner, const std::string& relation,
                                 const std::string& target, const std::string& sort,
                                 std::vector<MemoryState::IndexRow>* rows) {
-  if (IndexErase({owner.type, relation, target}, {sort, owner.id})) state_.index_rows_written++;
+  const bool erased = IndexErase({owner.type, relation, target}, {sort, owner.id});
+  if (erased) state_.index_rows_written++;
   rows->erase(std::remove_if(rows->begin(), rows->end(),
                              [&](const MemoryState::IndexRow& stored) {
                                return stored.relation == relation && stored.target == target &&
                                       stored.sort == sort;
                              }),
               rows->end());
+  return erased;
 }
 
 void MemoryWork::Capture(const std::string& collection, const std::string& id,

@@ -59,10 +59,10 @@ class MemoryWork {
   // target) and in `rows`, its own list (state().references[owner], which
   // the caller Remembers); both change together, and a change of the index
   // counts in index_rows_written. Adding a row the index holds, or removing
-  // one it does not, changes neither.
-  void AddIndexRow(const EntityKey& owner, const ReferenceRow& row,
+  // one it does not, changes neither. Each returns whether the index changed.
+  bool AddIndexRow(const EntityKey& owner, const ReferenceRow& row,
                    std::vector<MemoryState::IndexRow>* rows);
-  void RemoveIndexRow(const EntityKey& owner, const std::string& relation,
+  bool RemoveIndexRow(const EntityKey& owner, const std::string& relation,
                       const std::string& target, const std::string& sort,
                       std::vector<MemoryState::IndexRow>* rows);
 

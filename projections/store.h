@@ -202,13 +202,22 @@ class ReferenceIndex {
   // Index rows written apart from their owner's record: the rows of kLinked
   // relations (projections/linked_rows.h), which the owner's own data does
   // not name. A row added that exists, or removed that does not, changes
-  // nothing (and no counter): concurrent writers may both decide a row.
+  // nothing (and no counter), so a writer may add and remove without
+  // reading first; *written (when not null) receives the rows that did
+  // change. An owner's `added` and `removed` are disjoint.
   struct OwnedRows {
     EntityKey owner;
     std::vector<ReferenceRow> added;
     std::vector<ReferenceRow> removed;
   };
-  virtual Status WriteRows(const std::vector<OwnedRows>& writes) = 0;
+  struct WrittenRow {
+    const Relation* relation = nullptr;
+    std::string target;
+    std::string id;  // the owner's
+    bool added = false;  // inserted; else deleted
+  };
+  virtual Status WriteRows(const std::vector<OwnedRows>& writes,
+                           std::vector<WrittenRow>* written) = 0;
 };
 
 // ---------------------------------------------------------------------------
