@@ -29,6 +29,12 @@ Status MemoryReferenceIndex::Count(const Relation& relation, const std::vector<I
                                    std::map<std::string, uint64_t>* out) {
   const MemoryState& state = work_.state();
   for (const IndexRange& range : ranges) {
+    // As PostgreSQL's store: a whole range is read from counters, which a
+    // relation that is not counted does not keep.
+    if (!range.from && !relation.counted()) {
+      return Status::Fatal("internal: the counters of relation " + relation.name() +
+                           " were asked for; a link's sides and pairs keep none");
+    }
     auto it = state.index.find({relation.entity_type(), relation.name(), range.target});
     uint64_t& count = (*out)[range.target];
     count = 0;
