@@ -386,11 +386,7 @@ cmd_wait_streaming() {
   pos="$(cat "$LOGPOS_FILE" 2>/dev/null || echo 0)"
   while ((SECONDS - start < START_TIMEOUT)); do
     kill -0 "$pid" 2>/dev/null || die "the worker exited; see $LOG_DIR/connect.log"
-    local size; size="$(stat -c %s "$LOG_DIR/connect.log" 2>/dev/null || echo 0)"
-    ((size < pos)) && pos=0   # the log rolled over
-    # Not `tail | grep -q`: under pipefail tail's SIGPIPE (more than a pipe's
-    # worth after the match) would fail the check on every try.
-    if grep -q "Processing messages" < <(tail -c +"$((pos + 1))" "$LOG_DIR/connect.log" 2>/dev/null); then
+    if logged_since "$LOG_DIR/connect.log" pos "Processing messages"; then
       log "connector $NAME is streaming (waited $((SECONDS - start)) s)"
       return 0
     fi

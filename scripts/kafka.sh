@@ -132,12 +132,6 @@ running_pid() {
 
 port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 
-# log_grew_line FILE OFFSET TEXT: whether FILE holds TEXT past byte OFFSET.
-# Not `tail | grep -q`: under pipefail, grep quits at its match, tail then
-# dies of SIGPIPE once more than a pipe's worth follows, and the check fails
-# on every later try (a broker with many partitions logs megabytes after
-# "Kafka Server started").
-log_grew_line() { grep -q -- "$3" < <(tail -c +"$(($2 + 1))" "$1" 2>/dev/null); }
 
 java_bin() {
   command -v java >/dev/null || die "java not found; run scripts/install-deps.sh"
@@ -246,12 +240,8 @@ cmd_start() {
       rm -f "$PID_FILE"
       exit 1
     fi
-    if [[ -f "$server_log" ]]; then
-      local size; size="$(stat -c %s "$server_log")"
-      ((size < offset)) && offset=0   # the log rolled over
-      if log_grew_line "$server_log" "$offset" "Kafka Server started"; then
-        started=1
-      fi
+    if [[ -f "$server_log" ]] && logged_since "$server_log" offset "Kafka Server started"; then
+      started=1
     fi
     if [[ -n "$started" ]] && port_open "$PORT"; then
       log "broker ready (pid $pid) in $((SECONDS - deadline + START_TIMEOUT)) s on $BOOTSTRAP"

@@ -1,5 +1,5 @@
-# What the service scripts (kafka.sh, connect.sh) share: stopping the process
-# they started. Sourced, not run. The sourcing script defines log, running_pid
+# What the service scripts (kafka.sh, connect.sh) share: waiting for a line
+# of their logs, and stopping the process they started. Sourced, not run. The sourcing script defines log, running_pid
 # (prints the service's pid; fails when it is not running), PID_FILE and
 # STOP_TIMEOUT (seconds).
 
@@ -40,4 +40,30 @@ kill_process() {
   kill -KILL "$pid" 2>/dev/null || true
   while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
   rm -f "$PID_FILE"
+}
+
+# log_grew_line FILE OFFSET TEXT: whether FILE holds TEXT past byte OFFSET.
+# Not `tail | grep -q`: under pipefail, grep quits at its match, tail then
+# dies of SIGPIPE once more than a pipe's worth follows, and the check fails
+# on every later try (a broker with many partitions logs megabytes after
+# "Kafka Server started").
+log_grew_line() { grep -q -- "$3" < <(tail -c +"$(($2 + 1))" "$1" 2>/dev/null); }
+
+# logged_since FILE OFFSET_VAR TEXT: whether TEXT was logged to FILE since
+# byte $OFFSET_VAR (FILE's size when the wait began). The services' logs roll
+# at 50 MB (kafka/log4j2.properties, connect/log4j2.properties), and a broker
+# with many partitions writes that much while it starts: when FILE is
+# shorter than the offset it rolled, TEXT may be in FILE.1 past the offset,
+# and FILE is read from its start from then on (the variable is set to 0).
+logged_since() {
+  # Locals named apart from any caller's variable: printf -v sets the
+  # caller's, which a local of the same name would hide.
+  local logged_file="$1" logged_from="${!2}" logged_size logged_found=""
+  logged_size="$(stat -c %s "$logged_file" 2>/dev/null || echo 0)"
+  if ((logged_size < logged_from)); then
+    log_grew_line "$logged_file.1" "$logged_from" "$3" && logged_found=1
+    logged_from=0
+    printf -v "$2" '%s' 0
+  fi
+  [[ -n "$logged_found" ]] || log_grew_line "$logged_file" "$logged_from" "$3"
 }
