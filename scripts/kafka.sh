@@ -17,6 +17,8 @@
 #                              create a topic (replication factor DENORMD_KAFKA_REPLICATION,
 #                              default 1) with the topic configs
 #                              given (e.g. max.message.bytes=4096); no-op if it exists
+#   topic-delete TOPIC         delete the topics TOPIC names (a regular expression, as
+#                              Kafka's TopicCommand reads it: 'bench\..*'); no-op if none
 #   describe TOPIC             print the topic's partitions: leader, replicas, in-sync replicas
 #   produce TOPIC FILE [--keyed] [ConsoleProducer options...]
 #                              send each line of FILE ('-' = stdin) as one record;
@@ -297,6 +299,13 @@ cmd_topic_create() {
     --describe --topic "$1" | grep -c 'Partition: ') partitions)"
 }
 
+cmd_topic_delete() {
+  [[ $# -eq 1 ]] || die "usage: kafka.sh topic-delete TOPIC (a name or a regular expression)"
+  run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" \
+    --delete --if-exists --topic "$1" >&2
+  log "topics matching $1 deleted"
+}
+
 cmd_produce() {
   [[ $# -ge 2 ]] || die "usage: kafka.sh produce TOPIC FILE [--keyed] [ConsoleProducer options...]"
   local topic="$1" file="$2"; shift 2
@@ -329,6 +338,7 @@ case "${1:-}" in
   status) cmd_status ;;
   bootstrap) echo "$BOOTSTRAP" ;;
   topic-create) shift; cmd_topic_create "$@" ;;
+  topic-delete) shift; cmd_topic_delete "$@" ;;
   describe)
     [[ $# -eq 2 ]] || die "usage: kafka.sh describe TOPIC"
     run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" --describe --topic "$2" ;;

@@ -326,6 +326,12 @@ def stop_services(env, started):
     env.close()  # its psql session, before the server it is connected to stops
     for name in reversed(started):
         script = os.path.join(REPO, "scripts", f"{name}.sh")
+        if name == "kafka":
+            # The run's own broker (in --state-dir): its topics, and those of runs before it
+            # (every run makes new ones, gigabytes at the full size; 28 GB had piled up by
+            # 2026-11-29), are not read again.
+            log("deleting the benchmark's topics")
+            env.run([script, "topic-delete", r"bench\..*"], "kafka.sh topic-delete", check=False)
         log(f"stopping {name}")
         env.run([script, "stop"], f"{name} stop", check=False)
 
