@@ -23,10 +23,10 @@
 // have been written with (ReferenceIndex::WriteRows changes only what
 // differs, moves the counters by that, and says what changed, which is
 // recorded as moves). A pair a batch's own changed link row names now is
-// linked without a read. A batch pays at most four store calls for all of
-// its candidates (the link rows naming its changed entities, the entities,
-// the pairs' links, the write; one more when a link side has rows of
-// arrays), each O(candidates).
+// linked without a read. A batch pays, per relation, at most three reads
+// for all of its candidates (the link rows naming the entities created or
+// deleted, the entities, the pairs' links; one more when a link side has
+// rows of arrays), and one write for all relations, each O(candidates).
 //
 // Concurrency: the caller holds the lock of every b it reconciles, as the
 // BatchApplier does (a link row's `to` ids before and after the batch are
