@@ -28,7 +28,8 @@ void AddLinkedCandidates(const std::vector<const Relation*>& linked, const Entit
                                       std::back_inserter(changed));
       }
       if (!changed.empty()) out->pairs[relation].insert(changed.begin(), changed.end());
-      if (out->afters_are_current && IsLive(*change.after)) {
+      // Read only where a pair's links are asked (no link order).
+      if (out->afters_are_current && ordered_pairs == nullptr && IsLive(*change.after)) {
         out->linked_now[relation].insert(after.begin(), after.end());
       }
       if (ordered_pairs != nullptr) {
@@ -189,14 +190,16 @@ Status ReconcileRelation(StoreTransaction& txn, const Relation& relation, std::s
         live.count(pair.second) &&
         (linked.count(pair) || counts[Link::PairKey(pair.first, pair.second)] > 0);
     const std::string wanted = sort.count(pair) ? sort[pair] : "";
+    (*wants)[{&relation, pair}] = want;
+    const std::set<std::string>& keys = probe[pair];
+    if (!want && keys.empty()) continue;  // no row it should have, none it may have
     const EntityKey owner{relation.entity_type(), pair.second};
     ReferenceIndex::OwnedRows& write = (*writes)[owner];
     write.owner = owner;
-    for (const std::string& key : probe[pair]) {
+    for (const std::string& key : keys) {
       if (!(want && key == wanted)) write.removed.push_back({&relation, pair.first, key});
     }
     if (want) write.added.push_back({&relation, pair.first, wanted});
-    (*wants)[{&relation, pair}] = want;
   }
   return Status::Ok();
 }

@@ -68,7 +68,8 @@ struct LinkedCandidates {
   // now (a batch's own changes, under their phase-1 locks; not a journal's):
   // then the pairs a changed live link row names are linked without a read.
   bool afters_are_current = false;
-  // Those pairs, per relation (afters_are_current only).
+  // Those pairs, per relation not in a link order (afters_are_current
+  // only; in a link order the pair's first rows are read anyway).
   std::map<const Relation*, std::set<std::pair<std::string, std::string>>> linked_now;
   bool empty() const { return pairs.empty() && entities.empty(); }
 };
