@@ -107,7 +107,19 @@ KafkaFeedSink::KafkaFeedSink(const Config& config, const std::atomic<bool>* stop
 
 KafkaFeedSink::~KafkaFeedSink() { Close(); }
 
-void KafkaFeedSink::Close() { producer_.reset(); }
+void KafkaFeedSink::Close() {
+  topics_.clear();  // before the producer they belong to
+  producer_.reset();
+}
+
+std::vector<std::string> KafkaFeedSink::TopicNames() const {
+  std::vector<std::string> topics = {feed_.progress_topic};
+  if (!feed_.topic.empty()) topics.push_back(feed_.topic);
+  for (const auto& entry : feed_.collections) topics.push_back(entry.second);
+  std::sort(topics.begin(), topics.end());
+  topics.erase(std::unique(topics.begin(), topics.end()), topics.end());
+  return topics;
+}
 
 namespace {
 
@@ -171,9 +183,44 @@ Status KafkaFeedSink::Open(FeedProgress* progress) {
       return status;
     }
   }
-  Status read = ReadProgress(progress);
+  Status read = LearnTopics();
+  if (read.ok()) read = ReadProgress(progress);
   if (!read.ok()) Close();
   return read;
+}
+
+// A producer asks for a topic's partitions only once a message for it is
+// queued, and then not at once: librdkafka scans its new topics once a
+// second. So without this the first page of every session (every start,
+// every restart after a failure) waited up to a second before its first
+// message even had a partition; the benchmark measured 264-764 ms on such
+// pages, and the changes captured meanwhile waited with them
+// (docs/benchmarks.md, "The change feed"). Asking for each topic here, with
+// a handle that keeps the topic known to the producer, moves that wait to
+// Open, where nothing waits for it.
+Status KafkaFeedSink::LearnTopics() {
+  topics_.clear();
+  partitions_.clear();
+  for (const std::string& name : TopicNames()) {
+    std::string error;
+    std::unique_ptr<RdKafka::Topic> topic(RdKafka::Topic::create(producer_.get(), name, nullptr, error));
+    if (!topic) return Status::InvalidInput("feed topic " + name + ": " + error);
+    RdKafka::Metadata* answer = nullptr;
+    const RdKafka::ErrorCode err = producer_->metadata(false, topic.get(), &answer, kStepMs);
+    std::unique_ptr<RdKafka::Metadata> metadata(answer);
+    if (err != RdKafka::ERR_NO_ERROR) {
+      return Status::Transient("feed: the partitions of " + name + ": " + RdKafka::err2str(err));
+    }
+    // A topic the broker does not describe yet (just created, no leader)
+    // is left to the producer to learn, as before: not an error here.
+    for (const RdKafka::TopicMetadata* described : *metadata->topics()) {
+      if (described->topic() == name && described->err() == RdKafka::ERR_NO_ERROR) {
+        partitions_[name] = static_cast<int>(described->partitions()->size());
+      }
+    }
+    topics_.push_back(std::move(topic));
+  }
+  return Status::Ok();
 }
 
 // Creates the topics that do not exist: the progress topic (compacted, one
@@ -181,11 +228,7 @@ Status KafkaFeedSink::Open(FeedProgress* progress) {
 // than "already exists" are logged, not fatal: the topics may exist and this
 // client only lack the right to create them.
 Status KafkaFeedSink::CreateTopics() {
-  std::vector<std::string> topics = {feed_.progress_topic};
-  if (!feed_.topic.empty()) topics.push_back(feed_.topic);
-  for (const auto& entry : feed_.collections) topics.push_back(entry.second);
-  std::sort(topics.begin(), topics.end());
-  topics.erase(std::unique(topics.begin(), topics.end()), topics.end());
+  const std::vector<std::string> topics = TopicNames();
   rd_kafka_t* rk = producer_->c_ptr();
   char errstr[512];
   std::vector<rd_kafka_NewTopic_t*> requests;

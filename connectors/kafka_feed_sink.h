@@ -18,7 +18,9 @@
 // feed.
 //
 // Topics missing at Open are created: the progress topic compacted with one
-// partition, the feed topics with the broker's defaults.
+// partition, the feed topics with the broker's defaults. Open also learns
+// every topic's partitions, so that a session's first page does not wait
+// for them.
 //
 // Too large: record batches are kept to feed.max_message_bytes (a broker
 // checks a topic's max.message.bytes per batch). If a broker still refuses a
@@ -34,6 +36,7 @@
 #define DENORMD_CONNECTORS_KAFKA_FEED_SINK_H_
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +47,7 @@
 namespace RdKafka {
 class KafkaConsumer;
 class Producer;
+class Topic;
 }  // namespace RdKafka
 
 namespace denormd {
@@ -60,9 +64,18 @@ class KafkaFeedSink : public FeedSink {
                  std::vector<int64_t>* too_large) override;
   void Close() override;
 
+  // Every topic the feed writes (the progress topic too) and its partitions,
+  // as the last Open learnt them from the broker.
+  const std::map<std::string, int>& partitions() const { return partitions_; }
+
  private:
   class Reports;
+  // The progress topic and every feed topic, each once.
+  std::vector<std::string> TopicNames() const;
   Status CreateTopics();
+  // Learns every feed topic's partitions now (see the .cc) and keeps
+  // `topics_` on them.
+  Status LearnTopics();
   Status ReadProgress(FeedProgress* progress);
   // Ends the open transaction: commit (when `commit`) or abort.
   Status EndTransaction(bool commit);
@@ -72,6 +85,8 @@ class KafkaFeedSink : public FeedSink {
   const std::atomic<bool>* stopping_;
   std::unique_ptr<Reports> reports_;
   std::unique_ptr<RdKafka::Producer> producer_;
+  std::vector<std::unique_ptr<RdKafka::Topic>> topics_;  // of producer_, kept known to it
+  std::map<std::string, int> partitions_;                 // by topic, from LearnTopics
   bool topics_created_ = false;
   bool isolated_ = false;  // one message per record batch (after a refused batch)
 };

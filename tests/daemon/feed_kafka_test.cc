@@ -9,13 +9,16 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <map>
 #include <fstream>
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include "common/text.h"
+#include "connectors/kafka_feed_sink.h"
 #include "tests/test_support.h"
 
 namespace denormd {
@@ -342,6 +345,22 @@ TEST(FeedKafka, AMessageTheBrokerRefusesBecomesAMarker) {
       }
     }
   }
+}
+
+// Open learns the partitions of every topic the feed writes, the progress
+// topic it creates included: a session's first page must not wait for the
+// producer to ask for them (librdkafka asks for a new topic's partitions
+// only at its once-a-second scan, after a message for it is queued).
+TEST(FeedKafka, OpenLearnsThePartitionsOfEveryTopicItWrites) {
+  FeedSetup s = SetUpFeed(testing::TestKafkaBootstrap(), 1);
+  std::atomic<bool> stopping{false};
+  KafkaFeedSink sink(s.config, &stopping);
+  FeedProgress progress;
+  Status opened = sink.Open(&progress);
+  ASSERT_TRUE(opened.ok()) << opened.ToString();
+  EXPECT_EQ((std::map<std::string, int>{{s.feed_topic, 3}, {s.config.feed->progress_topic, 1}}),
+            sink.partitions());
+  sink.Close();
 }
 
 }  // namespace
