@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <future>
+#include <system_error>
 #include <thread>
 
 #include <rapidjson/stringbuffer.h>
@@ -99,7 +101,9 @@ Status FeedRelay::Start(bool* active) {
                          "; nothing was pruned or published");
   }
   progress_ = progress;
+  ahead_.reset();
   DENORMD_RETURN_IF_ERROR(outbox_->Prune(progress_.cursor, progress_.sequence));
+  pruned_sequence_ = progress_.sequence;
   *active = true;
   return Status::Ok();
 }
@@ -139,32 +143,71 @@ std::vector<FeedMessage> FeedRelay::Messages(std::vector<OutboxRow>* rows,
   return out;
 }
 
+Status FeedRelay::ReadPage(const OutboxCursor& from, Page* page) {
+  page->rows.clear();
+  return outbox_->Read(from, feed_.max_messages, &page->rows, &page->next);
+}
+
+Status FeedRelay::PruneBehind() {
+  if (pruned_sequence_ == progress_.sequence) return Status::Ok();
+  DENORMD_RETURN_IF_ERROR(outbox_->Prune(progress_.cursor, progress_.sequence));
+  pruned_sequence_ = progress_.sequence;
+  return Status::Ok();
+}
+
+Status FeedRelay::PublishBeside(const std::vector<FeedMessage>& messages,
+                                const FeedProgress& after, std::vector<int64_t>* refused,
+                                Status* beside) {
+  std::future<Status> publishing;
+  try {
+    publishing = std::async(std::launch::async,
+                            [&] { return sink_->Publish(messages, after, refused); });
+  } catch (const std::system_error&) {
+    // No thread to spare: publish here, and read the next page after it.
+    *beside = Status::Ok();
+    return sink_->Publish(messages, after, refused);
+  }
+  // Pruning up to progress_ is safe while the broker commits `after`:
+  // progress_ is on the feed already. The page after `after` is the one the
+  // next Step would read from it; reading it now only reads it sooner.
+  *beside = PruneBehind();
+  Page next;
+  if (beside->ok()) *beside = ReadPage(after.cursor, &next);
+  Status status = publishing.get();
+  if (status.ok() && beside->ok() && !next.rows.empty()) ahead_ = std::move(next);
+  return status;
+}
+
 Status FeedRelay::Step(size_t* published) {
   *published = 0;
-  std::vector<OutboxRow> rows;
+  const auto start = Clock::now();
+  Page page;
+  bool read_ahead = false;
+  if (ahead_) {
+    page = std::move(*ahead_);
+    ahead_.reset();
+    read_ahead = true;
+  } else {
+    DENORMD_RETURN_IF_ERROR(ReadPage(progress_.cursor, &page));
+  }
+  const auto read_done = Clock::now();
   std::vector<FeedMessage> messages;
   FeedProgress after;
   uint64_t too_large = 0;
-  const auto start = Clock::now();
-  auto read_done = start;
+  Status beside;
   for (int attempt = 0;; ++attempt) {
-    // A retry reads the page again (its documents moved into the messages):
-    // any read from the cursor gives a valid page and the cursor after it.
-    rows.clear();
-    OutboxCursor next;
-    DENORMD_RETURN_IF_ERROR(outbox_->Read(progress_.cursor, feed_.max_messages, &rows, &next));
-    read_done = Clock::now();
-    if (rows.empty()) {
+    if (page.rows.empty()) {
       // Nothing behind `next` that is not behind the cursor: moving over an
-      // empty stretch needs no record on the feed.
-      progress_.cursor = next;
-      return Status::Ok();
+      // empty stretch needs no record on the feed. With nothing to publish,
+      // the outbox is pruned up to what was.
+      progress_.cursor = page.next;
+      return PruneBehind();
     }
     too_large = 0;
-    messages = Messages(&rows, progress_.sequence + 1, &too_large);
-    after = {next, progress_.sequence + messages.size()};
+    messages = Messages(&page.rows, progress_.sequence + 1, &too_large);
+    after = {page.next, progress_.sequence + messages.size()};
     std::vector<int64_t> refused;
-    Status status = sink_->Publish(messages, after, &refused);
+    Status status = PublishBeside(messages, after, &refused, &beside);
     if (status.ok()) break;
     if (!status.IsInvalidInput() || refused.empty() || attempt >= kTooLargeAttempts) return status;
     for (int64_t seq : refused) {
@@ -173,9 +216,13 @@ Status FeedRelay::Step(size_t* published) {
           {{"outbox_seq", seq}, {"error", status.message()},
            {"published_as", "a denormd_too_large marker"}});
     }
+    // The page again (its documents moved into the messages): any read
+    // from the cursor gives a valid page and the cursor after it.
+    DENORMD_RETURN_IF_ERROR(ReadPage(progress_.cursor, &page));
   }
   CrashPoint("feed_after_kafka_commit");
   progress_ = after;
+  const auto published_at = Clock::now();
   const double now = UnixSeconds();
   std::vector<double> delays;
   delays.reserve(messages.size());
@@ -183,20 +230,22 @@ Status FeedRelay::Step(size_t* published) {
     delays.push_back(std::max(0.0, now - message.timestamp_ms / 1000.0));
   }
   *published = messages.size();
-  if (hooks_.on_published) hooks_.on_published(messages.size(), too_large, delays);
+  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  if (hooks_.on_published) {
+    hooks_.on_published(messages.size(), too_large, delays,
+                        std::chrono::duration<double>(published_at - start).count());
+  }
   if (too_large > 0) {
     Log(LogLevel::kWarn, "feed_too_large_published", {{"markers", too_large}});
   }
-  // Pruning is only housekeeping: what is published is what the progress
-  // says, wherever the outbox stands.
-  const auto published_at = Clock::now();
-  Status pruned = outbox_->Prune(progress_.cursor, progress_.sequence);
-  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   Log(LogLevel::kDebug, "feed_page",
       {{"changes", static_cast<uint64_t>(messages.size())}, {"sequence", progress_.sequence},
-       {"read_ms", ms(read_done - start)}, {"publish_ms", ms(published_at - read_done)},
-       {"prune_ms", ms(Clock::now() - published_at)}});
-  return pruned;
+       {"read_ms", ms(read_done - start)}, {"read_ahead", read_ahead ? "yes" : "no"},
+       {"publish_ms", ms(published_at - read_done)}, {"next_read_ahead", ahead_ ? "yes" : "no"}});
+  // Pruning and reading ahead are only housekeeping: what is published is
+  // what the progress says, wherever the outbox stands. A failure of either
+  // still ends the session.
+  return beside;
 }
 
 void FeedRelay::Run(const std::atomic<bool>& stopping) {

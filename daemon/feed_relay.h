@@ -10,7 +10,11 @@
 //     committed with the feed — and prune the outbox up to it.
 //   Step: read the page of changes after the progress cursor, number them
 //     (sequence, contiguous), and publish them together with the progress
-//     after them, atomically (one Kafka transaction); then prune.
+//     after them, atomically (one Kafka transaction). While the broker
+//     commits it, the relay prunes what the page before it published and
+//     reads the page after it (from the cursor after this one: the page
+//     the next Step would read, read sooner); a failed publish drops that
+//     page. When nothing waits, the relay prunes what it published last.
 // The relay never trusts a progress it did not read from the sink after
 // fencing: any failure of the sink (broker away, a timeout of unknown
 // outcome, fenced by another relay) or of the outbox ends the session, and
@@ -24,13 +28,16 @@
 // denormd-too-large) so that the feed never stalls on it.
 //
 // Not thread-safe: Run owns the relay (one thread); `stopping` may be set
-// from anywhere.
+// from anywhere. Each Publish runs on a thread of its own while the relay's
+// thread uses the outbox, so the sink and the outbox are never used by two
+// threads at once, but the sink is not always used from Run's thread.
 #ifndef DENORMD_DAEMON_FEED_RELAY_H_
 #define DENORMD_DAEMON_FEED_RELAY_H_
 
 #include <atomic>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -54,8 +61,11 @@ std::string FeedKey(bool partitioned, const std::optional<std::string>& pk, cons
 // What the relay reports; every hook may be empty. Called on Run's thread.
 struct FeedRelayHooks {
   // After a page is on the feed: changes published (markers included),
-  // markers among them, and each change's delay from capture to commit.
-  std::function<void(uint64_t published, uint64_t too_large, const std::vector<double>& delays)>
+  // markers among them, each change's delay from capture to commit, and
+  // the seconds the page held the relay (reading it, unless it was read
+  // ahead, and publishing it).
+  std::function<void(uint64_t published, uint64_t too_large, const std::vector<double>& delays,
+                     double busy_seconds)>
       on_published;
   // After a failed attempt (the session ends; Run retries).
   std::function<void(const Status& error)> on_failure;
@@ -74,7 +84,8 @@ class FeedRelay {
   // false (and nothing else happens) while another relay holds the claim.
   Status Start(bool* active);
   // Publishes the next page (at most feed.max_messages changes); *published
-  // says how many (0: none waiting). After an error, Start again.
+  // says how many (0: none waiting; what was published is then pruned).
+  // After an error, Start again.
   Status Step(size_t* published);
   // Start and Step until `stopping`, pausing feed.poll_ms when idle,
   // backing off (common/retry.h) and starting again after a failure; a
@@ -89,12 +100,29 @@ class FeedRelay {
   std::vector<FeedMessage> Messages(std::vector<OutboxRow>* rows, uint64_t first_sequence,
                                     uint64_t* too_large) const;
 
+  // A page of the outbox and the cursor after it.
+  struct Page {
+    std::vector<OutboxRow> rows;
+    OutboxCursor next;
+  };
+  Status ReadPage(const OutboxCursor& from, Page* page);
+  // Publishes `messages` with `after`; beside it, on this thread, prunes
+  // what is published and not yet pruned and reads the page after `after`
+  // into ahead_ (kept only if the publish succeeds). *beside: how the
+  // prune and the read went.
+  Status PublishBeside(const std::vector<FeedMessage>& messages, const FeedProgress& after,
+                       std::vector<int64_t>* refused, Status* beside);
+  // Prunes the outbox up to progress_ unless it already was.
+  Status PruneBehind();
+
   const Config& config_;
   const FeedConfig& feed_;
   ChangeOutbox* outbox_;
   FeedSink* sink_;
   const FeedRelayHooks hooks_;
   FeedProgress progress_;
+  uint64_t pruned_sequence_ = 0;    // progress_.sequence when the outbox was last pruned
+  std::optional<Page> ahead_;       // the page after progress_, read while publishing
   std::set<int64_t> refused_;  // outbox seqs the sink refused whole: sent as markers
 };
 

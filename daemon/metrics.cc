@@ -125,8 +125,9 @@ void Metrics::SetLastCommitTimestamp(double unix_seconds) {
 }
 
 void Metrics::AddFeedPage(uint64_t published, uint64_t too_large,
-                          const std::vector<double>& delays) {
+                          const std::vector<double>& delays, double relay_seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (relay_seconds > 0) feed_relay_seconds_ += relay_seconds;
   feed_published_ += published;
   feed_too_large_ += too_large;
   ++feed_transactions_;
@@ -206,6 +207,7 @@ std::string Metrics::Render() const {
   AgeHistogram age;
   double age_max;
   uint64_t feed_published, feed_transactions, feed_too_large, feed_failures, outbox_rows;
+  double feed_relay_seconds;
   AgeHistogram feed_delay;
   double outbox_lag_seconds;
   bool feed_relay_active;
@@ -235,6 +237,7 @@ std::string Metrics::Render() const {
     feed_transactions = feed_transactions_;
     feed_too_large = feed_too_large_;
     feed_failures = feed_failures_;
+    feed_relay_seconds = feed_relay_seconds_;
     feed_delay = feed_delay_;
     outbox_rows = outbox_rows_;
     outbox_lag_seconds = outbox_lag_seconds_;
@@ -318,6 +321,10 @@ std::string Metrics::Render() const {
   AppendCounter(&out, "denormd_feed_failures_total",
                 "Relay attempts that failed (broker or store away, fenced) and were retried.",
                 feed_failures);
+  AppendCounter(&out, "denormd_feed_relay_seconds_total",
+                "Seconds the relay spent on the pages it published (reading each, unless it "
+                "was read ahead, and publishing it); one a second means changes queue.",
+                FormatSampleValue(feed_relay_seconds));
   AppendHistogram(&out, "denormd_feed_delay_seconds",
                   "From a document change's capture in the outbox to the Kafka commit that "
                   "published it.",

@@ -23,7 +23,9 @@
 //              markers included), denormd_feed_transactions_total (Kafka
 //              transactions committed), denormd_feed_too_large_total (changes
 //              published as a too-large marker), denormd_feed_failures_total
-//              (relay attempts that failed and were retried)
+//              (relay attempts that failed and were retried),
+//              denormd_feed_relay_seconds_total (the relay's time on the
+//              pages it published: near one second a second, changes queue)
 //   histogram  denormd_feed_delay_seconds (kEventAgeBuckets: from a change's
 //              capture in the outbox to the Kafka commit that published it)
 //   gauges     denormd_feed_outbox_rows, denormd_feed_outbox_lag_seconds
@@ -120,8 +122,10 @@ class Metrics {
   void SetLastCommitTimestamp(double unix_seconds);
 
   // Records one page the relay published: `published` changes (`too_large`
-  // of them as markers), one transaction, and each change's delay.
-  void AddFeedPage(uint64_t published, uint64_t too_large, const std::vector<double>& delays);
+  // of them as markers), one transaction, each change's delay, and the
+  // seconds the page held the relay.
+  void AddFeedPage(uint64_t published, uint64_t too_large, const std::vector<double>& delays,
+                   double relay_seconds);
   // Increments denormd_feed_failures_total.
   void AddFeedFailure();
   // Sets the outbox gauges.
@@ -181,6 +185,7 @@ class Metrics {
   uint64_t feed_transactions_ = 0;                  // GUARDED_BY(mutex_)
   uint64_t feed_too_large_ = 0;                     // GUARDED_BY(mutex_)
   uint64_t feed_failures_ = 0;                      // GUARDED_BY(mutex_)
+  double feed_relay_seconds_ = 0;                   // GUARDED_BY(mutex_)
   AgeHistogram feed_delay_;                         // GUARDED_BY(mutex_)
   uint64_t outbox_rows_ = 0;                        // GUARDED_BY(mutex_)
   double outbox_lag_seconds_ = 0;                   // GUARDED_BY(mutex_)

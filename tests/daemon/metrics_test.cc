@@ -233,7 +233,8 @@ TEST(MetricsTest, TheFeedsFamiliesStartAtZeroAndCountPages) {
   std::string text = metrics.Render();
   EXPECT_EQ(CheckExposition(text), "");
   for (const char* counter : {"denormd_feed_published_total", "denormd_feed_transactions_total",
-                              "denormd_feed_too_large_total", "denormd_feed_failures_total"}) {
+                              "denormd_feed_too_large_total", "denormd_feed_failures_total",
+                              "denormd_feed_relay_seconds_total"}) {
     EXPECT_TRUE(Contains(text, std::string("# TYPE ") + counter + " counter\n"));
     EXPECT_EQ(Sample(text, counter), "0") << counter;
   }
@@ -242,8 +243,8 @@ TEST(MetricsTest, TheFeedsFamiliesStartAtZeroAndCountPages) {
   EXPECT_EQ(Sample(text, "denormd_feed_outbox_lag_seconds"), "0");
   EXPECT_EQ(Sample(text, "denormd_feed_relay_active"), "0");
 
-  metrics.AddFeedPage(3, 1, {0.004, 0.02, 0.5});
-  metrics.AddFeedPage(2, 0, {0.0001, 3.0});
+  metrics.AddFeedPage(3, 1, {0.004, 0.02, 0.5}, 0.25);
+  metrics.AddFeedPage(2, 0, {0.0001, 3.0}, 0.5);
   metrics.AddFeedFailure();
   metrics.SetOutboxLag(1234, 2.5);
   metrics.SetFeedRelayActive(true);
@@ -253,6 +254,7 @@ TEST(MetricsTest, TheFeedsFamiliesStartAtZeroAndCountPages) {
   EXPECT_EQ(Sample(text, "denormd_feed_transactions_total"), "2");
   EXPECT_EQ(Sample(text, "denormd_feed_too_large_total"), "1");
   EXPECT_EQ(Sample(text, "denormd_feed_failures_total"), "1");
+  EXPECT_EQ(Sample(text, "denormd_feed_relay_seconds_total"), "0.75");
   EXPECT_EQ(Sample(text, "denormd_feed_delay_seconds_bucket{le=\"0.005\"}"), "2");
   EXPECT_EQ(Sample(text, "denormd_feed_delay_seconds_bucket{le=\"0.5\"}"), "4");
   EXPECT_EQ(Sample(text, "denormd_feed_delay_seconds_bucket{le=\"+Inf\"}"), "5");
