@@ -190,6 +190,11 @@ def report(results, args, sizes, n_load, n_changes):
                 f"{fd['count']:,} document changes in {fd['transactions']:,} Kafka transactions: "
                 f"p50 {fd['p50'] * 1000:.1f} ms, "
                 f"p99 {fd['p99'] * 1000:.1f} ms")
+        if fd.get("relay_seconds") is not None:
+            line += (f"; the relay was busy {fd['relay_seconds']:.1f} s "
+                     f"({fd['relay_seconds'] / fd['elapsed']:.0%} of the {fd['elapsed']:.0f} s of "
+                     "production, denormd_feed_relay_seconds_total: near 100 %, changes queue "
+                     "behind it)")
         if ld.get("p99") is not None:
             line += (f"; during the full-speed CHANGES run (a backlog queueing behind the relay): "
                      f"p50 {ld['p50'] * 1000:,.0f} ms, p99 {ld['p99'] * 1000:,.0f} ms")

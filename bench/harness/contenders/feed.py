@@ -123,12 +123,15 @@ class Feed(Contender):
         b = histogram(text, "denormd_feed_delay_seconds")
         r["delay"] = {"rate": rate, "sent": sent, "elapsed": elapsed, "count": b[-1][1] if b else 0,
                       "p50": quantile(b, 0.5), "p99": quantile(b, 0.99),
-                      "transactions": int(metric_value(text, "denormd_feed_transactions_total") or 0)}
+                      "transactions": int(metric_value(text, "denormd_feed_transactions_total") or 0),
+                      "relay_seconds": metric_value(text, "denormd_feed_relay_seconds_total")}
         fd = r["delay"]
         if fd["p99"] is not None:
             log(f"denormd run + feed: {sent} events at {sent / elapsed:,.0f}/s: {fd['count']:,} changes "
                 f"published in {fd['transactions']:,} Kafka transactions, delay p50 "
-                f"{fd['p50'] * 1000:.1f} ms, p99 {fd['p99'] * 1000:.1f} ms")
+                f"{fd['p50'] * 1000:.1f} ms, p99 {fd['p99'] * 1000:.1f} ms"
+                + (f"; the relay was busy {fd['relay_seconds']:.1f} s of {elapsed:.1f} s"
+                   if fd["relay_seconds"] is not None else ""))
 
     def measure(self):
         self.changes()
