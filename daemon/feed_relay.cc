@@ -163,7 +163,8 @@ Status FeedRelay::PublishBeside(const std::vector<FeedMessage>& messages,
     publishing = std::async(std::launch::async,
                             [&] { return sink_->Publish(messages, after, refused); });
   } catch (const std::system_error&) {
-    // No thread to spare: publish here, and read the next page after it.
+    // No thread to spare: publish here; the next Step reads its page, and
+    // the prune waits for the next publish or a Step with nothing to publish.
     *beside = Status::Ok();
     return sink_->Publish(messages, after, refused);
   }
