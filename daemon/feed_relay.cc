@@ -143,9 +143,9 @@ std::vector<FeedMessage> FeedRelay::Messages(std::vector<OutboxRow>* rows,
   return out;
 }
 
-Status FeedRelay::ReadPage(const OutboxCursor& from, Page* page) {
+Status FeedRelay::ReadPage(const OutboxCursor& from, Page* page, size_t max) {
   page->rows.clear();
-  return outbox_->Read(from, feed_.max_messages, &page->rows, &page->next);
+  return outbox_->Read(from, max, &page->rows, &page->next);
 }
 
 Status FeedRelay::PruneBehind() {
@@ -173,9 +173,9 @@ Status FeedRelay::PublishBeside(const std::vector<FeedMessage>& messages,
   // next Step would read from it; reading it now only reads it sooner.
   *beside = PruneBehind();
   Page next;
-  if (beside->ok()) *beside = ReadPage(after.cursor, &next);
+  if (beside->ok()) *beside = ReadPage(after.cursor, &next, feed_.max_messages);
   Status status = publishing.get();
-  if (status.ok() && beside->ok() && !next.rows.empty()) ahead_ = std::move(next);
+  if (status.ok() && beside->ok()) ahead_ = std::move(next);
   return status;
 }
 
@@ -187,9 +187,21 @@ Status FeedRelay::Step(size_t* published) {
   if (ahead_) {
     page = std::move(*ahead_);
     ahead_.reset();
-    read_ahead = true;
+    read_ahead = !page.rows.empty();
+    if (page.rows.size() < feed_.max_messages) {
+      // The page was read when the last one began publishing; what
+      // committed since follows it, and joins it here, so that reading
+      // ahead never makes a change wait for one more page. Two pages read
+      // one after the other are one page: the rows after the cursor, in
+      // order, and the cursor after them.
+      Page more;
+      DENORMD_RETURN_IF_ERROR(ReadPage(page.next, &more, feed_.max_messages - page.rows.size()));
+      page.rows.insert(page.rows.end(), std::make_move_iterator(more.rows.begin()),
+                       std::make_move_iterator(more.rows.end()));
+      page.next = more.next;
+    }
   } else {
-    DENORMD_RETURN_IF_ERROR(ReadPage(progress_.cursor, &page));
+    DENORMD_RETURN_IF_ERROR(ReadPage(progress_.cursor, &page, feed_.max_messages));
   }
   const auto read_done = Clock::now();
   std::vector<FeedMessage> messages;
@@ -219,7 +231,7 @@ Status FeedRelay::Step(size_t* published) {
     }
     // The page again (its documents moved into the messages): any read
     // from the cursor gives a valid page and the cursor after it.
-    DENORMD_RETURN_IF_ERROR(ReadPage(progress_.cursor, &page));
+    DENORMD_RETURN_IF_ERROR(ReadPage(progress_.cursor, &page, feed_.max_messages));
   }
   CrashPoint("feed_after_kafka_commit");
   progress_ = after;
@@ -242,7 +254,8 @@ Status FeedRelay::Step(size_t* published) {
   Log(LogLevel::kDebug, "feed_page",
       {{"changes", static_cast<uint64_t>(messages.size())}, {"sequence", progress_.sequence},
        {"read_ms", ms(read_done - start)}, {"read_ahead", read_ahead ? "yes" : "no"},
-       {"publish_ms", ms(published_at - read_done)}, {"next_read_ahead", ahead_ ? "yes" : "no"}});
+       {"publish_ms", ms(published_at - read_done)},
+       {"next_read_ahead", ahead_ && !ahead_->rows.empty() ? "yes" : "no"}});
   // Pruning and reading ahead are only housekeeping: what is published is
   // what the progress says, wherever the outbox stands. A failure of either
   // still ends the session.

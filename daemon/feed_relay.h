@@ -14,7 +14,9 @@
 //     commits it, the relay prunes what the page before it published and
 //     reads the page after it (from the cursor after this one: the page
 //     the next Step would read, read sooner); a failed publish drops that
-//     page. When nothing waits, the relay prunes what it published last.
+//     page. The next Step adds to it what committed meanwhile, up to a
+//     full page. When nothing waits, the relay prunes what it published
+//     last.
 // The relay never trusts a progress it did not read from the sink after
 // fencing: any failure of the sink (broker away, a timeout of unknown
 // outcome, fenced by another relay) or of the outbox ends the session, and
@@ -105,10 +107,12 @@ class FeedRelay {
     std::vector<OutboxRow> rows;
     OutboxCursor next;
   };
-  Status ReadPage(const OutboxCursor& from, Page* page);
+  // At most `max` rows after `from` into *page.
+  Status ReadPage(const OutboxCursor& from, Page* page, size_t max);
   // Publishes `messages` with `after`; beside it, on this thread, prunes
   // what is published and not yet pruned and reads the page after `after`
-  // into ahead_ (kept only if the publish succeeds). *beside: how the
+  // into ahead_ (kept only if the publish succeeds; it may be empty, its
+  // cursor still moved on). *beside: how the
   // prune and the read went.
   Status PublishBeside(const std::vector<FeedMessage>& messages, const FeedProgress& after,
                        std::vector<int64_t>* refused, Status* beside);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -409,12 +410,16 @@ class WatchingSink : public FeedSink {
   Status Publish(const std::vector<FeedMessage>& messages, const FeedProgress& progress,
                  std::vector<int64_t>* too_large) override {
     read_beside.push_back(outbox_->ReadFrom(progress.cursor, reads_before_step));
+    // The relay's thread has read the next page and waits for this publish:
+    // the test may change the store now.
+    if (after_read_beside) after_read_beside();
     return sink_->Publish(messages, progress, too_large);
   }
   void Close() override { sink_->Close(); }
 
   int reads_before_step = 0;     // set by the test before each Step
   std::vector<bool> read_beside;  // per publish: the page after it was read meanwhile
+  std::function<void()> after_read_beside;
 
  private:
   FeedSink* sink_;
@@ -464,6 +469,36 @@ TEST(FeedRelayTest, TheNextPageIsReadWhileAPageIsPublished) {
   for (size_t i = 0; i < sink.read_beside.size(); ++i) {
     EXPECT_TRUE(sink.read_beside[i]) << "publish " << i;
   }
+  ExpectExactFeed(h);
+}
+
+// A change committed while a page is published, after the page behind it
+// was read ahead, joins that page: reading ahead never makes it wait for one
+// more Kafka transaction.
+TEST(FeedRelayTest, WhatCommitsDuringAPublishJoinsThePageReadAhead) {
+  FeedHarness h(ArticleWithFeed("feed: {topic: t, brokers: b:1, max_messages: 3}\n"));
+  WatchedOutbox outbox(&h.outbox);
+  WatchingSink sink(&h.sink, &outbox);
+  FeedRelay relay(h.config, &outbox, &sink, FeedRelayHooks());
+  auto stock = [](int i) {
+    return R"({"type": "stock", "id": "s)" + std::to_string(i) + R"(", "op": "upsert", "data": {"p": 1}})";
+  };
+  h.Apply({stock(0), stock(1), stock(2), stock(3)});
+  bool active = false;
+  ASSERT_TRUE(relay.Start(&active).ok());
+  size_t published = 0;
+  bool applied = false;
+  sink.after_read_beside = [&] {
+    if (!applied) h.Apply({stock(4)});  // after s3 was read ahead
+    applied = true;
+  };
+  ASSERT_TRUE(relay.Step(&published).ok());
+  EXPECT_EQ(3u, published);  // s0, s1, s2
+  ASSERT_TRUE(relay.Step(&published).ok());
+  EXPECT_EQ(2u, published) << "s3 as read ahead, and s4";
+  EXPECT_EQ(2, h.sink.transactions);
+  ASSERT_TRUE(relay.Step(&published).ok());
+  EXPECT_EQ(0u, published);
   ExpectExactFeed(h);
 }
 
