@@ -143,9 +143,17 @@ std::vector<FeedMessage> FeedRelay::Messages(std::vector<OutboxRow>* rows,
   return out;
 }
 
-Status FeedRelay::ReadPage(const OutboxCursor& from, Page* page, size_t max) {
-  page->rows.clear();
-  return outbox_->Read(from, max, &page->rows, &page->next);
+Status FeedRelay::FillPage(Page* page) {
+  if (page->rows.size() >= feed_.max_messages) return Status::Ok();
+  // Two pages read one after the other are one page: the rows after the
+  // cursor, in order, and the cursor after them.
+  const OutboxCursor from = page->next;  // Read's cursors must not alias
+  std::vector<OutboxRow> more;
+  DENORMD_RETURN_IF_ERROR(
+      outbox_->Read(from, feed_.max_messages - page->rows.size(), &more, &page->next));
+  page->rows.insert(page->rows.end(), std::make_move_iterator(more.begin()),
+                    std::make_move_iterator(more.end()));
+  return Status::Ok();
 }
 
 Status FeedRelay::PruneBehind() {
@@ -172,8 +180,8 @@ Status FeedRelay::PublishBeside(const std::vector<FeedMessage>& messages,
   // progress_ is on the feed already. The page after `after` is the one the
   // next Step would read from it; reading it now only reads it sooner.
   *beside = PruneBehind();
-  Page next;
-  if (beside->ok()) *beside = ReadPage(after.cursor, &next, feed_.max_messages);
+  Page next{{}, after.cursor};
+  if (beside->ok()) *beside = FillPage(&next);
   Status status = publishing.get();
   if (status.ok() && beside->ok()) ahead_ = std::move(next);
   return status;
@@ -182,27 +190,14 @@ Status FeedRelay::PublishBeside(const std::vector<FeedMessage>& messages,
 Status FeedRelay::Step(size_t* published) {
   *published = 0;
   const auto start = Clock::now();
-  Page page;
-  bool read_ahead = false;
-  if (ahead_) {
-    page = std::move(*ahead_);
-    ahead_.reset();
-    read_ahead = !page.rows.empty();
-    if (page.rows.size() < feed_.max_messages) {
-      // The page was read when the last one began publishing; what
-      // committed since follows it, and joins it here, so that reading
-      // ahead never makes a change wait for one more page. Two pages read
-      // one after the other are one page: the rows after the cursor, in
-      // order, and the cursor after them.
-      Page more;
-      DENORMD_RETURN_IF_ERROR(ReadPage(page.next, &more, feed_.max_messages - page.rows.size()));
-      page.rows.insert(page.rows.end(), std::make_move_iterator(more.rows.begin()),
-                       std::make_move_iterator(more.rows.end()));
-      page.next = more.next;
-    }
-  } else {
-    DENORMD_RETURN_IF_ERROR(ReadPage(progress_.cursor, &page, feed_.max_messages));
-  }
+  // A page read ahead was read when the last one began publishing; what
+  // committed since follows it, and joins it here, so that reading ahead
+  // never makes a change wait for one more page.
+  Page page{{}, progress_.cursor};
+  if (ahead_) page = std::move(*ahead_);
+  ahead_.reset();
+  const bool read_ahead = !page.rows.empty();
+  DENORMD_RETURN_IF_ERROR(FillPage(&page));
   const auto read_done = Clock::now();
   std::vector<FeedMessage> messages;
   FeedProgress after;
@@ -231,7 +226,8 @@ Status FeedRelay::Step(size_t* published) {
     }
     // The page again (its documents moved into the messages): any read
     // from the cursor gives a valid page and the cursor after it.
-    DENORMD_RETURN_IF_ERROR(ReadPage(progress_.cursor, &page, feed_.max_messages));
+    page = Page{{}, progress_.cursor};
+    DENORMD_RETURN_IF_ERROR(FillPage(&page));
   }
   CrashPoint("feed_after_kafka_commit");
   progress_ = after;

@@ -67,7 +67,7 @@ struct FeedRelayHooks {
   // the seconds the page held the relay (reading it, unless it was read
   // ahead, and publishing it).
   std::function<void(uint64_t published, uint64_t too_large, const std::vector<double>& delays,
-                     double busy_seconds)>
+                     double relay_seconds)>
       on_published;
   // After a failed attempt (the session ends; Run retries).
   std::function<void(const Status& error)> on_failure;
@@ -107,13 +107,13 @@ class FeedRelay {
     std::vector<OutboxRow> rows;
     OutboxCursor next;
   };
-  // At most `max` rows after `from` into *page.
-  Status ReadPage(const OutboxCursor& from, Page* page, size_t max);
+  // Adds to *page the rows after page->next, up to feed.max_messages in
+  // all, and moves page->next past them (nothing when the page is full).
+  Status FillPage(Page* page);
   // Publishes `messages` with `after`; beside it, on this thread, prunes
   // what is published and not yet pruned and reads the page after `after`
   // into ahead_ (kept only if the publish succeeds; it may be empty, its
-  // cursor still moved on). *beside: how the
-  // prune and the read went.
+  // cursor still moved on). *beside: how the prune and the read went.
   Status PublishBeside(const std::vector<FeedMessage>& messages, const FeedProgress& after,
                        std::vector<int64_t>* refused, Status* beside);
   // Prunes the outbox up to progress_ unless it already was.

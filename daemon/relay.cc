@@ -5,8 +5,8 @@ namespace denormd {
 FeedRelayHooks MetricsHooks(Metrics* metrics) {
   FeedRelayHooks hooks;
   hooks.on_published = [metrics](uint64_t published, uint64_t too_large,
-                                 const std::vector<double>& delays, double busy_seconds) {
-    metrics->AddFeedPage(published, too_large, delays, busy_seconds);
+                                 const std::vector<double>& delays, double relay_seconds) {
+    metrics->AddFeedPage(published, too_large, delays, relay_seconds);
   };
   hooks.on_failure = [metrics](const Status&) { metrics->AddFeedFailure(); };
   hooks.on_lag = [metrics](const OutboxLag& lag) {
