@@ -297,6 +297,9 @@ def write_config(env, schema, topics, group, batch_events=None):
     ]
     if batch_events is not None:  # `denormd check` refuses a value below 1
         subs.append((r"(?m)^(batch:.*max_events:\s*)\d+", lambda m: m.group(1) + str(batch_events)))
+    if getattr(env.args, "max_lanes", 0):
+        lanes = env.args.max_lanes
+        subs.append((r"(?m)^batch:\s*\{", lambda m: f"batch: {{max_lanes: {lanes}, "))
     for pattern, repl in subs:
         text, n = re.subn(pattern, repl, text, count=1)
         if n != 1:

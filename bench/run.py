@@ -109,6 +109,9 @@ def main():
                    help="workload cache: one folder per size; reused when a manifest matches "
                         "(default .local/bench/workload)")
     g = p.add_argument_group("contenders")
+    g.add_argument("--max-lanes", type=int, default=0, metavar="N",
+                   help="batch.max_lanes of every denormd (default: bench/config.yaml's, none "
+                        "there: denormd's default, 4; 1: one batch at a time, as before lanes)")
     g.add_argument("--trigger-sample", type=int, default=5000, metavar="N",
                    help="change events for the one-transaction-per-event trigger baseline, "
                         "measured on the first N events of the stream (default 5,000, fewer "

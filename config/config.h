@@ -203,6 +203,10 @@ struct BatchConfig {
   // "batch stuck"; a stop request cancels its statement after kStopGraceMs.
   // >= 1.
   uint64_t stuck_after_s = 60;
+  // `run`: the most lanes (projections/lanes.h: the model's parts that share
+  // no document, each applied by batches of its own, beside the others on a
+  // connection of its own); 1 applies every part in one batch. 1..64.
+  uint64_t max_lanes = 4;
 };
 
 // The change feed: every committed document change of the published

@@ -125,6 +125,7 @@ std::vector<std::string> ConfigChanges(const Config& before, const Config& after
   compare("batch.max_delay_ms", before.batch.max_delay_ms, after.batch.max_delay_ms);
   compare("batch.max_event_bytes", before.batch.max_event_bytes, after.batch.max_event_bytes);
   compare("batch.stuck_after_s", before.batch.stuck_after_s, after.batch.stuck_after_s);
+  compare("batch.max_lanes", before.batch.max_lanes, after.batch.max_lanes);
   compare("retention.tombstone_hours", before.retention.tombstone_hours,
           after.retention.tombstone_hours);
   compare("retention.dead_letter_days", before.retention.dead_letter_days,

@@ -14,7 +14,8 @@ const KeyList kStoreKeys = {"postgres", "schema", "connect_timeout_s", "statemen
 const KeyList kFeedKeys = {"brokers",      "topic",          "collections",       "transactional_id",
                            "progress_topic", "max_messages", "max_message_bytes", "poll_ms",
                            "properties"};
-const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes", "stuck_after_s"};
+const KeyList kBatchKeys = {"max_events", "max_delay_ms", "max_event_bytes", "stuck_after_s",
+                          "max_lanes"};
 const KeyList kRetentionKeys = {"tombstone_hours", "dead_letter_days", "max_dead_letters",
                                 "interval_s"};
 const KeyList kLimitsKeys = {"max_members", "fanout_warn", "max_document_bytes",
@@ -28,6 +29,7 @@ constexpr uint64_t kMaxBatchEvents = 1000000;
 constexpr uint64_t kMaxEventBytes = 256u << 20;
 constexpr uint64_t kMaxDelayMs = 60000;
 constexpr uint64_t kMaxDayS = 86400;
+constexpr uint64_t kMaxLanes = 64;
 constexpr uint64_t kMaxFeedMessages = 1000000;
 constexpr uint64_t kMaxMessageBytes = 1000000000;
 constexpr uint64_t kMaxRetentionDays = 36500;
@@ -187,6 +189,10 @@ void ReadBatch(ConfigReader& reader, const Item& item, Config* config) {
   if (keys.count("stuck_after_s")) {
     reader.ReadBoundedUint(keys.at("stuck_after_s"), 1, kMaxDayS, "a day",
                            &config->batch.stuck_after_s);
+  }
+  if (keys.count("max_lanes")) {
+    reader.ReadBoundedUint(keys.at("max_lanes"), 1, kMaxLanes,
+                           "each lane holds a PostgreSQL connection", &config->batch.max_lanes);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <map>
 
 namespace denormd {
@@ -15,8 +16,9 @@ EventLogSource::~EventLogSource() {
 }
 
 Status EventLogSource::Open(const std::string& path, const PositionLoader& loader,
-                            uint64_t max_line_bytes) {
+                            const Lanes& lanes, uint64_t max_line_bytes) {
   path_ = path;
+  lanes_ = lanes;
   max_line_bytes_ = max_line_bytes;
   if (path == "-") {
     file_ = stdin;
@@ -33,13 +35,13 @@ Status EventLogSource::Open(const std::string& path, const PositionLoader& loade
   struct stat st;
   if (fstat(fileno(file_), &st) == 0 && S_ISREG(st.st_mode)) size_ = st.st_size;
   if (!loader) return Status::Ok();
-  std::map<int32_t, int64_t> stored;
-  DENORMD_RETURN_IF_ERROR(loader(source_, &stored));
+  std::map<int32_t, StreamProgress> stored;
+  DENORMD_RETURN_IF_ERROR(loader(source_, {0}, lanes_, &stored));
   auto it = stored.find(0);
   if (it == stored.end()) return Status::Ok();
-  committed_ = it->second;
-  resumed_after_ = it->second;
-  return SkipTo(it->second);
+  progress_ = it->second;
+  resumed_after_ = std::max<int64_t>(0, lanes_.ResumeAfter(progress_));
+  return SkipTo(resumed_after_);
 }
 
 bool EventLogSource::ReadLine(std::string* line, uint64_t* length) {
@@ -105,14 +107,18 @@ Status EventLogSource::Poll(size_t max, int /*max_delay_ms*/, int /*idle_ms*/,
   return Status::Ok();
 }
 
-std::vector<SourcePosition> EventLogSource::FencingPositions() const {
-  if (!owned_) return {};  // stdin is not fenced
-  return {{source_, 0, committed_}};
+bool EventLogSource::Applied(const SourcePosition& at, const std::string& type) const {
+  return owned_ && at.source == source_ && at.position <= progress_.AppliedThrough(type);
 }
 
-void EventLogSource::MarkCommitted(const std::vector<SourcePosition>& last) {
+std::vector<SourcePosition> EventLogSource::FencingPositions(size_t lane) const {
+  if (!owned_) return {};  // stdin is not fenced
+  return {{source_, 0, progress_.RowOf(lanes_.key(lane))}};
+}
+
+void EventLogSource::MarkCommitted(size_t lane, const std::vector<SourcePosition>& last) {
   for (const SourcePosition& position : last) {
-    if (position.source == source_) committed_ = position.position;
+    if (position.source == source_) progress_.SetRow(lanes_.key(lane), position);
   }
 }
 

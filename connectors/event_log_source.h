@@ -23,10 +23,11 @@ class EventLogSource : public EventSource {
   EventLogSource(const EventLogSource&) = delete;
   EventLogSource& operator=(const EventLogSource&) = delete;
 
-  // Opens `path` ("-" = stdin) and, for a file, skips to the stored position
-  // (`loader` may be empty: start at the first line). Lines over
-  // `max_line_bytes` are refused (RawRecord::refusal) without being held.
-  Status Open(const std::string& path, const PositionLoader& loader,
+  // Opens `path` ("-" = stdin) and, for a file, skips to where `lanes`
+  // resume by the stored positions (`loader` may be empty: start at the
+  // first line). Lines over `max_line_bytes` are refused
+  // (RawRecord::refusal) without being held.
+  Status Open(const std::string& path, const PositionLoader& loader, const Lanes& lanes,
               uint64_t max_line_bytes = 1 << 20);
 
   // The stream name: "file:<absolute path>" or "stdin".
@@ -41,8 +42,10 @@ class EventLogSource : public EventSource {
 
   Status Poll(size_t max, int max_delay_ms, int idle_ms, std::vector<RawRecord>* out) override;
   bool Exhausted() const override { return eof_; }
-  std::vector<SourcePosition> FencingPositions() const override;
-  void MarkCommitted(const std::vector<SourcePosition>& last) override;
+  const Lanes& lanes() const override { return lanes_; }
+  bool Applied(const SourcePosition& at, const std::string& type) const override;
+  std::vector<SourcePosition> FencingPositions(size_t lane) const override;
+  void MarkCommitted(size_t lane, const std::vector<SourcePosition>& last) override;
   Status Reseek() override;
 
  private:
@@ -59,7 +62,8 @@ class EventLogSource : public EventSource {
   std::string source_;
   int64_t line_ = 0;
   int64_t resumed_after_ = 0;
-  int64_t committed_ = -1;  // the stored position (-1: none)
+  Lanes lanes_ = Lanes::Single(Config());
+  StreamProgress progress_;  // the stored rows, as the lanes commit
   uint64_t bytes_read_ = 0;
   uint64_t size_ = 0;
   uint64_t max_line_bytes_ = 1 << 20;

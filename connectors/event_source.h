@@ -3,10 +3,13 @@
 // owns no concrete source.
 //
 // A source knows its streams' positions. The position of every stream lives
-// in the store and commits with the batch that reached it; a source resumes
-// from the stored positions (PositionLoader) and offers them back as fencing
-// positions, so that a batch read from a stream another consumer has moved
-// meanwhile cannot commit (Conflict).
+// in the store, one row per lane (projections/lanes.h), and commits with the
+// batch that reached it; a source resumes from the stored positions
+// (PositionLoader) after the lowest row of its lanes, tells which records a
+// lane applied already (Applied: lanes that commit apart are at different
+// places), and offers each lane's rows back as fencing positions, so that a
+// batch read from a stream another consumer has moved meanwhile cannot
+// commit (Conflict).
 //
 // Not thread-safe: one thread calls every method.
 #ifndef DENORMD_CONNECTORS_EVENT_SOURCE_H_
@@ -19,14 +22,17 @@
 
 #include "common/status.h"
 #include "formats/record.h"
+#include "projections/lanes.h"
 #include "projections/stream.h"
 
 namespace denormd {
 
-// Loads the stored positions (partition -> last applied position) of the
-// stream source `source` ("kafka:<group>:<topic>", "file:<path>").
+// Loads what the store says was applied of the streams `partitions` of the
+// stream source `source` ("kafka:<group>:<topic>", "file:<path>"), first
+// adding the rows `lanes` starts from where it has none (Lanes::RowsToAdd).
 using PositionLoader =
-    std::function<Status(const std::string& source, std::map<int32_t, int64_t>* positions)>;
+    std::function<Status(const std::string& source, const std::vector<int32_t>& partitions,
+                         const Lanes& lanes, std::map<int32_t, StreamProgress>* out)>;
 
 class EventSource {
  public:
@@ -41,12 +47,23 @@ class EventSource {
   // log); a Kafka source never is.
   virtual bool Exhausted() const = 0;
 
-  // Fencing positions for a batch read now: the stored position each of its
-  // streams had when this source last resumed or committed it.
-  virtual std::vector<SourcePosition> FencingPositions() const = 0;
+  // The lanes the source resumes and fences for (one, unless the caller
+  // gave more).
+  virtual const Lanes& lanes() const = 0;
 
-  // Records that a batch ending at these positions committed.
-  virtual void MarkCommitted(const std::vector<SourcePosition>& last) = 0;
+  // Whether the record at `at`, of entity type `type` ("" for none), was
+  // applied already (by its lane, or under another layout of lanes): a lane
+  // behind the others reads again what those applied. Never true for a
+  // record a source with one lane delivers after a resume of its own.
+  virtual bool Applied(const SourcePosition& at, const std::string& type) const = 0;
+
+  // Fencing positions for a batch of `lane` read now: the stored position
+  // the lane's row of each of its streams had when this source last resumed
+  // or the lane last committed it.
+  virtual std::vector<SourcePosition> FencingPositions(size_t lane) const = 0;
+
+  // Records that a batch of `lane` ending at these positions committed.
+  virtual void MarkCommitted(size_t lane, const std::vector<SourcePosition>& last) = 0;
 
   // After a Conflict: reload the stored positions and resume from them; or
   // an error when the source cannot (then the conflict ends the run).

@@ -53,7 +53,7 @@ Status PublishEventLog(const KafkaSourceConfig& kafka, const std::string& topic,
 
   EventLogSource log;
   // Lines as they are, however long: the daemon refuses what is too large.
-  DENORMD_RETURN_IF_ERROR(log.Open(path, nullptr, UINT64_MAX));
+  DENORMD_RETURN_IF_ERROR(log.Open(path, nullptr, Lanes::Single(Config()), UINT64_MAX));
   while (!log.Exhausted()) {
     std::vector<RawRecord> events;
     // From stdin each line is sent as soon as it is read (a live feed);

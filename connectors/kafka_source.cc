@@ -27,6 +27,7 @@ class KafkaEventSource::Rebalancer : public RdKafka::RebalanceCb {
   explicit Rebalancer(KafkaEventSource* source) : source_(source) {}
   void rebalance_cb(RdKafka::KafkaConsumer* consumer, RdKafka::ErrorCode err,
                     std::vector<RdKafka::TopicPartition*>& partitions) override {
+    if (source_->rebalance_hook_) source_->rebalance_hook_();
     source_->generation_++;
     std::vector<TopicPartition> list;
     for (const RdKafka::TopicPartition* p : partitions) list.emplace_back(p->topic(), p->partition());
@@ -41,7 +42,7 @@ class KafkaEventSource::Rebalancer : public RdKafka::RebalanceCb {
     std::string names;
     for (const auto& tp : list) {
       names += (names.empty() ? "" : ",") + tp.first + "/" + std::to_string(tp.second);
-      source_->committed_.erase(tp);
+      source_->progress_.erase(tp);
     }
     Log(LogLevel::kInfo, "partitions_revoked", {{"partitions", names}});
     consumer->unassign();
@@ -58,9 +59,10 @@ std::vector<std::pair<std::string, std::string>> ConsumerReadAhead(const BatchCo
           {"queued.max.messages.kbytes", "16384"}};
 }
 
-KafkaEventSource::KafkaEventSource(const Config& config, PositionLoader loader,
+KafkaEventSource::KafkaEventSource(const Config& config, Lanes lanes, PositionLoader loader,
                                    const std::atomic<bool>* stopping)
     : config_(config),
+      lanes_(std::move(lanes)),
       loader_(std::move(loader)),
       stopping_(stopping),
       max_event_bytes_(config.batch.max_event_bytes) {}
@@ -131,19 +133,20 @@ Status KafkaEventSource::Open() {
 }
 
 Status KafkaEventSource::LoadStoredPositions(const std::vector<TopicPartition>& partitions,
-                                             std::map<TopicPartition, int64_t>* out) {
-  std::set<std::string> topics;
-  for (const TopicPartition& tp : partitions) topics.insert(tp.first);
-  for (const std::string& topic : topics) {
-    std::map<int32_t, int64_t> positions;
-    DENORMD_RETURN_IF_ERROR(loader_(KafkaStreamSource(*config_.kafka, topic), &positions));
-    for (const auto& entry : positions) (*out)[{topic, entry.first}] = entry.second;
+                                             std::map<TopicPartition, StreamProgress>* out) {
+  std::map<std::string, std::vector<int32_t>> by_topic;
+  for (const TopicPartition& tp : partitions) by_topic[tp.first].push_back(tp.second);
+  for (const auto& topic : by_topic) {
+    std::map<int32_t, StreamProgress> progress;
+    DENORMD_RETURN_IF_ERROR(
+        loader_(KafkaStreamSource(*config_.kafka, topic.first), topic.second, lanes_, &progress));
+    for (auto& entry : progress) (*out)[{topic.first, entry.first}] = std::move(entry.second);
   }
   return Status::Ok();
 }
 
 Status KafkaEventSource::AssignFromStore(std::vector<TopicPartition> partitions) {
-  std::map<TopicPartition, int64_t> stored;
+  std::map<TopicPartition, StreamProgress> stored;
   // The store may be down right now; consuming without positions is not an
   // option, so wait for it (or for a stop).
   for (int attempt = 1;; ++attempt) {
@@ -158,12 +161,12 @@ Status KafkaEventSource::AssignFromStore(std::vector<TopicPartition> partitions)
   std::vector<RdKafka::TopicPartition*> assignment;
   std::string names;
   for (const TopicPartition& tp : partitions) {
-    auto it = stored.find(tp);
-    int64_t next = it == stored.end() ? RdKafka::Topic::OFFSET_BEGINNING : it->second + 1;
-    committed_[tp] = it == stored.end() ? -1 : it->second;
+    const StreamProgress& progress = progress_[tp] = stored[tp];
+    const int64_t after = lanes_.ResumeAfter(progress);
+    const int64_t next = after < 0 ? RdKafka::Topic::OFFSET_BEGINNING : after + 1;
     assignment.push_back(RdKafka::TopicPartition::create(tp.first, tp.second, next));
     names += (names.empty() ? "" : ",") + tp.first + "/" + std::to_string(tp.second) + "@" +
-             (it == stored.end() ? std::string("beginning") : std::to_string(next));
+             (after < 0 ? std::string("beginning") : std::to_string(next));
   }
   RdKafka::ErrorCode err = consumer_->assign(assignment);
   RdKafka::TopicPartition::destroy(assignment);
@@ -254,30 +257,37 @@ RawRecord KafkaEventSource::ToRecord(RdKafka::Message& message) const {
   return record;
 }
 
-std::vector<SourcePosition> KafkaEventSource::FencingPositions() const {
+bool KafkaEventSource::Applied(const SourcePosition& at, const std::string& type) const {
+  const std::string prefix = KafkaStreamSource(*config_.kafka, "");
+  if (at.source.compare(0, prefix.size(), prefix) != 0) return false;
+  auto it = progress_.find({at.source.substr(prefix.size()), at.partition});
+  return it != progress_.end() && at.position <= it->second.AppliedThrough(type);
+}
+
+std::vector<SourcePosition> KafkaEventSource::FencingPositions(size_t lane) const {
   std::vector<SourcePosition> out;
-  for (const auto& entry : committed_) {
+  for (const auto& entry : progress_) {
     out.push_back({KafkaStreamSource(*config_.kafka, entry.first.first), entry.first.second,
-                   entry.second});
+                   entry.second.RowOf(lanes_.key(lane))});
   }
   return out;
 }
 
-void KafkaEventSource::MarkCommitted(const std::vector<SourcePosition>& last) {
+void KafkaEventSource::MarkCommitted(size_t lane, const std::vector<SourcePosition>& last) {
   const std::string prefix = KafkaStreamSource(*config_.kafka, "");
   for (const SourcePosition& p : last) {
     TopicPartition tp(p.source.substr(prefix.size()), p.partition);
-    auto it = committed_.find(tp);
-    if (it != committed_.end()) it->second = p.position;
+    auto it = progress_.find(tp);
+    if (it != progress_.end()) it->second.SetRow(lanes_.key(lane), p);
   }
 }
 
 Status KafkaEventSource::Reseek() {
   std::vector<TopicPartition> partitions;
-  for (const auto& entry : committed_) partitions.push_back(entry.first);
+  for (const auto& entry : progress_) partitions.push_back(entry.first);
   generation_++;
   consumer_->unassign();
-  committed_.clear();
+  progress_.clear();
   return AssignFromStore(partitions);
 }
 
@@ -360,14 +370,15 @@ Status KafkaEventSource::Publish(const std::vector<DeadLetter>& letters) {
 
 std::map<KafkaEventSource::TopicPartition, int64_t> KafkaEventSource::Lag() const {
   std::map<TopicPartition, int64_t> lag;
-  for (const auto& entry : committed_) {
+  for (const auto& entry : progress_) {
     int64_t low = 0, high = 0;
     if (consumer_->get_watermark_offsets(entry.first.first, entry.first.second, &low, &high) !=
             RdKafka::ERR_NO_ERROR ||
         high < 0) {
       continue;
     }
-    int64_t next = entry.second < 0 ? low : entry.second + 1;
+    const int64_t after = lanes_.ResumeAfter(entry.second);
+    int64_t next = after < 0 ? low : after + 1;
     lag[entry.first] = std::max<int64_t>(0, high - next);
   }
   return lag;

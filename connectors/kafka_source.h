@@ -57,7 +57,8 @@ class KafkaEventSource : public EventSource, public DeadLetterSink {
 
   // `stopping` is polled while waiting (e.g. for the store during an
   // assignment); it must stay valid while the source lives.
-  KafkaEventSource(const Config& config, PositionLoader loader,
+  // It resumes and fences for `lanes` (projections/lanes.h).
+  KafkaEventSource(const Config& config, Lanes lanes, PositionLoader loader,
                    const std::atomic<bool>* stopping);
   ~KafkaEventSource() override;
 
@@ -71,8 +72,10 @@ class KafkaEventSource : public EventSource, public DeadLetterSink {
   // early when stopping. A rebalance empties *out.
   Status Poll(size_t max, int max_delay_ms, int idle_ms, std::vector<RawRecord>* out) override;
   bool Exhausted() const override { return false; }
-  std::vector<SourcePosition> FencingPositions() const override;
-  void MarkCommitted(const std::vector<SourcePosition>& last) override;
+  const Lanes& lanes() const override { return lanes_; }
+  bool Applied(const SourcePosition& at, const std::string& type) const override;
+  std::vector<SourcePosition> FencingPositions(size_t lane) const override;
+  void MarkCommitted(size_t lane, const std::vector<SourcePosition>& last) override;
   // Reloads stored positions and seeks every assigned partition to them.
   Status Reseek() override;
 
@@ -80,8 +83,15 @@ class KafkaEventSource : public EventSource, public DeadLetterSink {
   // the broker's acknowledgement.
   Status Publish(const std::vector<DeadLetter>& letters) override;
 
+  // Called at the start of every rebalance (revoke or assign), on the
+  // polling thread, before the source reloads anything: a caller with
+  // batches in flight beside the poll lets them end there (BatchLoop's
+  // lanes), so that the positions loaded for the new assignment are the
+  // ones they committed.
+  void SetRebalanceHook(std::function<void()> hook) { rebalance_hook_ = std::move(hook); }
+
   // Lag per partition from the consumer's cached high watermarks:
-  // high watermark - (stored position + 1).
+  // high watermark - (the position its lanes resume after + 1).
   std::map<TopicPartition, int64_t> Lag() const;
 
   // Leaves the group cleanly (revokes partitions) and closes. Idempotent.
@@ -94,17 +104,20 @@ class KafkaEventSource : public EventSource, public DeadLetterSink {
  private:
   class Rebalancer;
   Status LoadStoredPositions(const std::vector<TopicPartition>& partitions,
-                             std::map<TopicPartition, int64_t>* out);
+                             std::map<TopicPartition, StreamProgress>* out);
   Status AssignFromStore(std::vector<TopicPartition> partitions);
   RawRecord ToRecord(RdKafka::Message& message) const;
 
   const Config& config_;
+  const Lanes lanes_;
   PositionLoader loader_;
+  std::function<void()> rebalance_hook_;
   const std::atomic<bool>* stopping_;
   std::unique_ptr<Rebalancer> rebalancer_;
   std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
   std::unique_ptr<RdKafka::Producer> dead_letter_producer_;
-  std::map<TopicPartition, int64_t> committed_;  // assigned partitions -> position (-1 none)
+  // Assigned partitions -> their stored rows, as the lanes commit.
+  std::map<TopicPartition, StreamProgress> progress_;
   uint64_t generation_ = 0;                      // bumped by every rebalance
   uint64_t max_event_bytes_;
   bool closed_ = false;

@@ -47,7 +47,8 @@ StoreFactory PostgresStores(const std::string& conninfo) {
 Status PostgresStore::Summarize(StoreSummary* out) {
   DENORMD_RETURN_IF_ERROR(Connect());
   const std::vector<std::string> collections = config_.CollectionNames();
-  return Guard("reading the status", [&] {
+  Status lane_error;
+  DENORMD_RETURN_IF_ERROR(Guard("reading the status", [&] {
     pqxx::read_transaction work(connection_->pq);
     const std::string s = work.quote_name(config_.store.schema);
     for (const auto& row : work.exec_params(
@@ -58,14 +59,16 @@ Status PostgresStore::Summarize(StoreSummary* out) {
              config_.store.schema, std::string(kOwnershipMark))) {
       out->leftover_tables.push_back(row[0].c_str());
     }
-    for (const auto& row : work.exec("select source, partition, position, applied, stale, dead"
-                                     " from " + s + ".positions order by source, partition")) {
+    for (const auto& row : work.exec("select source, partition, position, applied, stale, dead,"
+                                     " array_to_json(lane)::text from " + s +
+                                     ".positions order by source, partition, lane")) {
       StoredPosition position;
       position.at = {row[0].c_str(), row[1].as<int32_t>(), row[2].as<int64_t>()};
       position.applied = row[3].as<uint64_t>();
       position.stale = row[4].as<uint64_t>();
       position.dead = row[5].as<uint64_t>();
-      out->positions.push_back(position);
+      if (lane_error.ok()) lane_error = TextArrayFromJson(row[6].c_str(), &position.lane);
+      out->positions.push_back(std::move(position));
     }
     for (const std::string& collection : collections) {
       // The file's collections: the store may run another model (`status`
@@ -98,7 +101,8 @@ Status PostgresStore::Summarize(StoreSummary* out) {
       out->feed_sequence = state[0][1].as<uint64_t>();
       out->feed_published_seconds_ago = state[0][2].as<double>();
     }
-  });
+  }));
+  return lane_error;
 }
 
 Status PostgresStore::Prune(const RetentionConfig& retention, size_t chunk_rows,

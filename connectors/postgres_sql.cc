@@ -7,6 +7,7 @@
 
 #include "common/redact.h"
 #include "common/text.h"
+#include "projections/json.h"
 
 namespace denormd {
 
@@ -136,6 +137,18 @@ void RowsAsText(const pqxx::result& result, std::vector<std::string>* rows) {
     }
     rows->push_back(line);
   }
+}
+
+Status TextArrayFromJson(const std::string& json, std::vector<std::string>* out) {
+  JsonDocument array;
+  if (!ParseJson(json, &array).ok() || !array.IsArray()) {
+    return Status::Fatal("not a JSON array of strings: " + json);
+  }
+  for (const JsonValue& element : array.GetArray()) {
+    if (!element.IsString()) return Status::Fatal("not a JSON array of strings: " + json);
+    out->emplace_back(element.GetString(), element.GetStringLength());
+  }
+  return Status::Ok();
 }
 
 }  // namespace denormd

@@ -78,6 +78,9 @@ void AppendStringLiteral(const std::string& text, std::string* out);
 // PostgreSQL array literals: {"a","b\"c"} and {1,-2,3}.
 std::string PgTextArray(const std::vector<std::string>& values);
 std::string PgBigintArray(const std::vector<int64_t>& values);
+// A text[] as array_to_json(...)::text gives it back: its elements in
+// order. Fatal when the text is not an array of strings.
+Status TextArrayFromJson(const std::string& json, std::vector<std::string>* out);
 
 // Lowercase hex of bytes, and back (for bytea parameters and results).
 std::string HexEncode(const std::string& bytes);

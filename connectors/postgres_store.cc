@@ -384,12 +384,17 @@ Status PostgresStore::CreateTables(bool with_collections) {
     for (const std::string& collection : collections) {
       collection_tables.push_back(s + work.quote_name(collection));
     }
+    // And the positions' lane column (a store of a release before lanes).
     complete = work.exec_params1("select (select count(*) from unnest($1::text[]) r"
                                  " where to_regclass(r) is null)"
                                  " + (select count(*) from unnest($2::text[]) t where not exists"
                                  " (select 1 from pg_attribute a where a.attrelid = to_regclass(t)"
-                                 " and a.attname = 'member_keys' and not a.attisdropped))",
-                                 PgTextArray(relations), PgTextArray(collection_tables))[0]
+                                 " and a.attname = 'member_keys' and not a.attisdropped))"
+                                 " + (select count(*) where not exists (select 1 from pg_attribute a"
+                                 " where a.attrelid = to_regclass($3) and a.attname = 'lane'"
+                                 " and not a.attisdropped))",
+                                 PgTextArray(relations), PgTextArray(collection_tables),
+                                 s + "positions")[0]
                    .as<int>() == 0;
     // Ownership: every relation of denormd's names that exists must carry
     // its mark (a comment), else it is someone else's.
@@ -443,11 +448,28 @@ Status PostgresStore::CreateTables(bool with_collections) {
               ".ref_counts (type text collate \"C\" not null, field text collate \"C\" not null,"
               " target text collate \"C\" not null, count bigint not null,"
               " primary key (type, field, target))" + kChurnTableStorage);
+    // A row per stream and lane (projections/lanes.h): `lane` holds the
+    // entity types whose records the row counts ("" for records of no
+    // type); {} is every type (one lane, and every row of a release before
+    // lanes, whose table gains the column and the wider key here).
     work.exec("create table if not exists " + s +
               ".positions (source text not null, partition integer not null,"
+              " lane text[] collate \"C\" not null default '{}',"
               " position bigint not null, applied bigint not null default 0,"
               " stale bigint not null default 0, dead bigint not null default 0,"
-              " updated_at timestamptz not null default now(), primary key (source, partition))");
+              " updated_at timestamptz not null default now(),"
+              " primary key (source, partition, lane))");
+    work.exec("alter table " + s + ".positions add column if not exists lane text[] collate \"C\""
+              " not null default '{}'");
+    if (work.exec_params1("select array_length(indkey, 1) from pg_index where indrelid ="
+                          " to_regclass($1) and indisprimary", s + ".positions")[0]
+            .as<int>() != 3) {
+      const std::string key = work.exec_params1(
+          "select conname from pg_constraint where conrelid = to_regclass($1) and contype = 'p'",
+          s + ".positions")[0].c_str();
+      work.exec("alter table " + s + ".positions drop constraint " + work.quote_name(key) +
+                ", add primary key (source, partition, lane)");
+    }
     work.exec("create table if not exists " + s + ".locks (key bigint primary key)" + kChurnTableStorage);
     work.exec("create table if not exists " + s + ".writers (note text)");
     work.exec("create table if not exists " + s +

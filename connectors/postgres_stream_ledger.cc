@@ -18,14 +18,24 @@ void WritePositionMembers(JsonWriter& w, const SourcePosition& at) {
   w.Int64(at.position);
 }
 
+// The members of a position row: its stream's, and "lane".
+void WritePositionMembers(JsonWriter& w, const SourcePosition& at, const LaneKey& lane) {
+  WritePositionMembers(w, at);
+  w.Key("lane");
+  w.StartArray();
+  for (const std::string& type : lane) w.String(type.data(), type.size());
+  w.EndArray();
+}
+
 }  // namespace
 
 Status PostgresStreamLedger::LoadPositions(const std::string& source,
                                            std::vector<StoredPosition>* out) {
   pqxx::result rows;
   DENORMD_RETURN_IF_ERROR(Guard("loading positions", [&] {
-    rows = work_.Run("select partition, position, applied, stale, dead from " + work_.schema() +
-                         ".positions where source = $1 order by partition",
+    rows = work_.Run("select partition, position, applied, stale, dead, array_to_json(lane)::text"
+                         " from " + work_.schema() +
+                         ".positions where source = $1 order by partition, lane",
                      source);
   }));
   for (const auto& row : rows) {
@@ -34,6 +44,7 @@ Status PostgresStreamLedger::LoadPositions(const std::string& source,
     position.applied = row[2].as<uint64_t>();
     position.stale = row[3].as<uint64_t>();
     position.dead = row[4].as<uint64_t>();
+    DENORMD_RETURN_IF_ERROR(TextArrayFromJson(row[5].c_str(), &position.lane));
     out->push_back(position);
   }
   return Status::Ok();
@@ -54,7 +65,7 @@ Status PostgresStreamLedger::SavePositions(const std::vector<PositionUpdate>& up
   w.StartArray();
   for (const PositionUpdate& update : updates) {
     w.StartObject();
-    WritePositionMembers(w, update.at);
+    WritePositionMembers(w, update.at, update.lane);
     WriteMember(w, "applied", update.applied);
     WriteMember(w, "stale", update.stale);
     WriteMember(w, "dead", update.dead);
@@ -71,7 +82,8 @@ Status PostgresStreamLedger::SavePositions(const std::vector<PositionUpdate>& up
   for (const PositionUpdate& update : updates) {
     if (!update.expected_previous) continue;
     fenced += (fenced.empty() ? "" : " or ") + update.at.source + " partition " +
-              std::to_string(update.at.partition) + " (expected at " +
+              std::to_string(update.at.partition) +
+              (update.lane.empty() ? "" : " lane " + LaneText(update.lane)) + " (expected at " +
               std::to_string(*update.expected_previous) + ")";
   }
   const std::string what = "saving positions";
@@ -87,26 +99,50 @@ Status PostgresStreamLedger::SavePositions(const std::vector<PositionUpdate>& up
            return FromPostgresException(e, what);
          }},
         "with x as (select * from jsonb_to_recordset($1::jsonb) as x(source text,"
-            " partition integer, position bigint, applied bigint, stale bigint, dead bigint,"
-            " fenced boolean, expected bigint)),"
+            " partition integer, lane text[], position bigint, applied bigint, stale bigint,"
+            " dead bigint, fenced boolean, expected bigint)),"
             " u as (update " + table + " p set position = case when not x.fenced"
             " or p.position = x.expected then x.position end,"
             " applied = p.applied + x.applied, stale = p.stale + x.stale, dead = p.dead + x.dead,"
             " updated_at = now() from x where p.source = x.source and p.partition = x.partition"
-            " returning p.source, p.partition),"
+            " and p.lane = x.lane returning p.source, p.partition, p.lane),"
             // A fenced new stream: created meanwhile by another consumer is the Conflict.
-            " f as (insert into " + table + " (source, partition, position, applied, stale, dead)"
-            " select source, partition, case when x.expected = -1 then position end, applied,"
-            " stale, dead from x where x.fenced and not exists (select 1 from u"
-            " where u.source = x.source and u.partition = x.partition)"
-            " on conflict (source, partition) do update set position = null)"
-            " insert into " + table + " as p (source, partition, position, applied, stale, dead)"
-            " select source, partition, position, applied, stale, dead from x where not x.fenced"
-            " and not exists (select 1 from u where u.source = x.source and u.partition = x.partition)"
-            " on conflict (source, partition) do update set position = excluded.position,"
+            " f as (insert into " + table +
+            " (source, partition, lane, position, applied, stale, dead)"
+            " select source, partition, lane, case when x.expected = -1 then position end,"
+            " applied, stale, dead from x where x.fenced and not exists (select 1 from u"
+            " where u.source = x.source and u.partition = x.partition and u.lane = x.lane)"
+            " on conflict (source, partition, lane) do update set position = null)"
+            " insert into " + table +
+            " as p (source, partition, lane, position, applied, stale, dead)"
+            " select source, partition, lane, position, applied, stale, dead from x"
+            " where not x.fenced and not exists (select 1 from u where u.source = x.source"
+            " and u.partition = x.partition and u.lane = x.lane)"
+            " on conflict (source, partition, lane) do update set position = excluded.position,"
             " applied = p.applied + excluded.applied, stale = p.stale + excluded.stale,"
             " dead = p.dead + excluded.dead, updated_at = now()",
         JsonText(buffer));
+  });
+}
+
+Status PostgresStreamLedger::AddPositionRows(const std::vector<StoredPosition>& rows) {
+  if (rows.empty()) return Status::Ok();
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartArray();
+  for (const StoredPosition& row : rows) {
+    w.StartObject();
+    WritePositionMembers(w, row.at, row.lane);
+    w.EndObject();
+  }
+  w.EndArray();
+  return Guard("adding the lanes' position rows", [&] {
+    work_.Run("insert into " + work_.schema() +
+                  ".positions (source, partition, lane, position)"
+                  " select source, partition, lane, position from jsonb_to_recordset($1::jsonb)"
+                  " as x(source text, partition integer, lane text[], position bigint)"
+                  " on conflict (source, partition, lane) do nothing",
+              JsonText(buffer));
   });
 }
 

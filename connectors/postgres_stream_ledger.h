@@ -30,6 +30,7 @@ class PostgresStreamLedger : public StreamLedger {
   Status ReadFanOuts(uint64_t within_seconds, std::vector<FanOutStat>* out) override;
   Status LoadPositions(const std::string& source, std::vector<StoredPosition>* out) override;
   Status SavePositions(const std::vector<PositionUpdate>& updates) override;
+  Status AddPositionRows(const std::vector<StoredPosition>& rows) override;
   Status AddDeadLetters(const std::vector<DeadLetter>& letters) override;
 
  private:

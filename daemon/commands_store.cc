@@ -231,13 +231,16 @@ int StatusCommand(const Arguments& args) {
     for (const std::string& table : summary.leftover_tables) std::cout << " " << table;
     std::cout << " (the next plan or apply removes them)\n";
   }
-  std::cout << "\nstreams (each partition or log: the next offset or line denormd reads, the "
+  std::cout << "\nstreams (each partition or log, per lane when the model has parts that share "
+               "no document: the next offset or line denormd reads, the "
                "end offset Kafka has, and the lag between them; the events applied, stale (not "
                "newer than the stored version) and dead (dead letters)):\n";
   if (summary.positions.empty()) std::cout << "  (none yet)\n";
   for (const StoredPosition& p : summary.positions) {
     // The stored position is the last one applied; the next is +1.
-    std::cout << "  " << p.at.source << " partition " << p.at.partition << ": next offset "
+    // A lane's row (projections/lanes.h) counts the records of its types.
+    std::cout << "  " << p.at.source << " partition " << p.at.partition
+              << (p.lane.empty() ? "" : " lane " + LaneText(p.lane)) << ": next offset "
               << p.at.position + 1;
     auto end = end_offsets.find(p.at.source + "/" + std::to_string(p.at.partition));
     if (end != end_offsets.end()) {

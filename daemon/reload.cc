@@ -8,6 +8,8 @@ namespace denormd {
 namespace {
 
 bool ChangesLive(const std::string& setting) {
+  // The lanes are the pipeline's connections and threads, made at its start.
+  if (setting == "batch.max_lanes") return false;
   return setting.rfind("batch.", 0) == 0 || setting.rfind("retention.", 0) == 0 ||
          setting.rfind("limits.", 0) == 0 ||
          setting.rfind("log.", 0) == 0;

@@ -12,7 +12,9 @@ namespace denormd {
 Status ReplayLog(const Decoder& decoder, const BatchApplier& applier, Store* store,
                  const std::string& path, const ReplayOptions& options, ReplayReport* report) {
   EventLogSource log;
-  DENORMD_RETURN_IF_ERROR(log.Open(path, LoadPositionsFrom(*store), options.max_event_bytes));
+  DENORMD_RETURN_IF_ERROR(log.Open(path, LoadPositionsFrom(*store),
+                                   Lanes::Single(applier.plan().config()),
+                                   options.max_event_bytes));
   report->source = log.source();
   report->resumed_after_line = log.resumed_after_line();
   report->last_line = log.resumed_after_line();
@@ -21,12 +23,11 @@ Status ReplayLog(const Decoder& decoder, const BatchApplier& applier, Store* sto
   loop_options.max_attempts = options.max_attempts;
   BatchLoopHooks hooks;
   FanOutRecorder fanouts;
-  hooks.on_commit = [&](const std::vector<RawRecord>& records, const BatchStats& stats,
-                        double /*seconds*/, int /*attempts*/) {
-    fanouts.Observe(stats.fanouts, options.fanout_warn);
-    report->stats.Add(stats);
+  hooks.on_commit = [&](const CommittedBatch& batch) {
+    fanouts.Observe(batch.stats.fanouts, options.fanout_warn);
+    report->stats.Add(batch.stats);
     report->batches++;
-    report->last_line = records.back().at.position;
+    report->last_line = batch.records.back().at.position;
     if (options.on_batch) {
       options.on_batch(log.source(), report->stats, log.bytes_read(), log.size());
     }

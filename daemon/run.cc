@@ -104,10 +104,11 @@ void SleepUnlessStopping(int ms, ServiceNotifier& notifier) {
 PositionLoader KeepingAlive(PositionLoader loader, ServiceNotifier* notifier,
                             std::atomic<int64_t>* last_progress_ms) {
   return [loader = std::move(loader), notifier, last_progress_ms](
-             const std::string& source, std::map<int32_t, int64_t>* positions) {
+             const std::string& source, const std::vector<int32_t>& partitions,
+             const Lanes& lanes, std::map<int32_t, StreamProgress>* positions) {
     notifier->KeepAlive();
     last_progress_ms->store(SteadyMillis());
-    Status status = loader(source, positions);
+    Status status = loader(source, partitions, lanes, positions);
     notifier->KeepAlive();
     last_progress_ms->store(SteadyMillis());
     return status;
@@ -209,7 +210,8 @@ class Daemon {
         notifier_(ServiceNotifierFromEnvironment()),
         engine_(std::move(config), options.postgres),
         running_(engine_.config),
-        source_(engine_.config,
+        lanes_(Lanes::Of(engine_.plan, engine_.config.batch.max_lanes)),
+        source_(engine_.config, lanes_,
                 KeepingAlive(LoadPositionsFrom(engine_.store), notifier_.get(), &last_progress_ms_),
                 &g_stop),
         metrics_(surface->metrics),
@@ -224,8 +226,22 @@ class Daemon {
     }
     // The store must be reachable before anything is consumed; an outage at
     // start-up is waited out like one at run time.
-    Status opened = OpenStoreWaiting([this] { return engine_.store.Open(); }, health_, metrics_,
-                                     *notifier_);
+    // With several lanes, a connection each (opened the same way, fenced on
+    // the same epoch), all before the daemon says it is ready: the store's
+    // own stays the loop thread's (the positions' loader, the fan-out
+    // statistics).
+    for (size_t lane = 0; lanes_.size() > 1 && lane < lanes_.size(); ++lane) {
+      lane_stores_.push_back(PostgresStores(options_.postgres)(engine_.config));
+    }
+    Status opened = OpenStoreWaiting(
+        [this] {
+          Status status = engine_.store.Open();
+          for (size_t i = 0; status.ok() && i < lane_stores_.size(); ++i) {
+            status = lane_stores_[i]->Open();
+          }
+          return status;
+        },
+        health_, metrics_, *notifier_);
     if (opened.IsStaleConfig()) {
       // The file's projections are not the ones the store runs (apply
       // changed them, or the file was edited without apply): run the
@@ -255,6 +271,7 @@ class Daemon {
         {{"schema", config.store.schema},
          {"batch_max_events", config.batch.max_events},
          {"batch_max_delay_ms", config.batch.max_delay_ms},
+         {"lanes", static_cast<uint64_t>(lanes_.size())},
          {"metrics_port", http_.port()},
          {"feed_relay", relay_ ? "on" : config.feed ? "off (--no-relay)" : "no feed"}});
     // Ready: the store is open and the consumer subscribed. Partitions are
@@ -277,10 +294,9 @@ class Daemon {
       PruneWhenDue();
       KeepFanOuts(/*force=*/false);
     };
-    hooks.on_commit = [this](const std::vector<RawRecord>& records, const BatchStats& stats,
-                             double seconds, int attempts) {
-      OnCommit(records, stats, seconds);
-      if (attempts > 1) notifier_->Notify("STATUS=" + ConsumingStatus());
+    hooks.on_commit = [this](const CommittedBatch& batch) {
+      OnCommit(batch);
+      if (batch.attempts > 1) notifier_->Notify("STATUS=" + ConsumingStatus());
     };
     hooks.on_retry = [this](const Status& error, int attempt) {
       metrics_.AddRetry();
@@ -289,8 +305,12 @@ class Daemon {
       notifier_->Notify("STATUS=retrying a batch: attempt " + std::to_string(attempt) + ": " +
                         OneLine(error.message()));
     };
-    BatchLoop loop(source_, engine_.decoder, engine_.applier, engine_.store, &source_,
-                   LoopOptionsFor(running_.batch), std::move(hooks), g_stop);
+    std::vector<Store*> stores;
+    if (lane_stores_.empty()) stores.push_back(&engine_.store);
+    for (const auto& store : lane_stores_) stores.push_back(store.get());
+    BatchLoop loop(source_, engine_.decoder, engine_.applier, stores, &source_,
+                   LoopOptionsFor(running_.batch), std::move(hooks), g_stop,
+                   [this](std::function<void()> hook) { source_.SetRebalanceHook(std::move(hook)); });
     loop_ = &loop;
     window_start_ = std::chrono::steady_clock::now();
     last_progress_ms_.store(SteadyMillis());
@@ -321,14 +341,17 @@ class Daemon {
     if (!status.ok()) Log(LogLevel::kWarn, "fanout_stats_not_kept", {{"error", status.message()}});
   }
 
-  void OnCommit(const std::vector<RawRecord>& records, const BatchStats& stats, double seconds) {
+  void OnCommit(const CommittedBatch& batch) {
+    const std::vector<RawRecord>& records = batch.records;
+    const BatchStats& stats = batch.stats;
+    const double seconds = batch.seconds;
     fanouts_.Observe(stats.fanouts, running_.limits.fanout_warn);
     metrics_.ObserveFanOuts(stats.fanouts);
     metrics_.AddBatch(stats.applied, stats.stale, stats.dead_letters, stats.documents_written,
                       stats.documents_deleted, seconds, stats.skipped, stats.round_trips,
                       stats.statements);
     if (stats.busy_retries > 0) metrics_.AddBusyRetries(stats.busy_retries, stats.busy_seconds);
-    const double now = UnixSeconds();
+    const double now = batch.committed_at;
     metrics_.SetLastCommitTimestamp(now);
     std::vector<double> ages;
     for (const RawRecord& record : records) {
@@ -390,7 +413,12 @@ class Daemon {
       const int64_t waited_ms = now - std::max(stop_seen_ms, last_progress_ms_.load());
       if (waited_ms >= kStopGraceMs && now - last_cancel_ms >= kStopGraceMs) {
         last_cancel_ms = now;
+        // Every lane's: any of them may be the one blocked.
         Status status = engine_.store.CancelRunningStatement();
+        for (const auto& store : lane_stores_) {
+          Status lane = store->CancelRunningStatement();
+          if (status.ok()) status = lane;
+        }
         Log(LogLevel::kWarn, "stop_cancelled_statement",
             {{"waited_ms", waited_ms}, {"ok", status.ok()}, {"error", status.message()}});
       }
@@ -519,6 +547,10 @@ class Daemon {
   // The settings in effect: engine_.config's, with the batch and log
   // sections of the last accepted reload.
   Config running_;
+  // The model's parts that batches apply beside each other
+  // (projections/lanes.h); with more than one, a store each.
+  const Lanes lanes_;
+  std::vector<std::unique_ptr<StoreAdministration>> lane_stores_;
   KafkaEventSource source_;
   Metrics& metrics_;
   Health& health_;

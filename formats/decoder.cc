@@ -1,6 +1,5 @@
 #include "formats/decoder.h"
 
-#include <map>
 
 namespace denormd {
 
@@ -10,31 +9,39 @@ std::string TooLargeRefusal(uint64_t bytes, uint64_t limit) {
          std::to_string(kRefusedRecordBytes) + " bytes";
 }
 
+std::string DecodeRecordInto(const Decoder& decoder, const RawRecord& record, EventBatch* batch) {
+  std::vector<EntityEvent> events;
+  bool skipped = false;
+  Status status = record.refusal.empty() ? decoder.Decode(record, &events, &skipped)
+                                         : Status::InvalidInput(record.refusal);
+  if (!status.ok()) {
+    batch->dead_letters.push_back({record.at, record.value.value_or(""), status.message()});
+    return "";
+  }
+  if (skipped) batch->skipped_count++;
+  std::string type = events.empty() ? std::string() : events.front().key.type;
+  for (EntityEvent& event : events) {
+    batch->events.push_back({record.at, std::move(event), record.value.value_or("")});
+  }
+  return type;
+}
+
+void AddLastPosition(const SourcePosition& at, std::vector<SourcePosition>* last) {
+  for (SourcePosition& known : *last) {
+    if (known.partition == at.partition && known.source == at.source) {
+      if (at.position > known.position) known = at;
+      return;
+    }
+  }
+  last->push_back(at);
+}
+
 EventBatch DecodeBatch(const Decoder& decoder, const std::vector<RawRecord>& records) {
   EventBatch batch;
   batch.raw_count = records.size();
-  std::map<std::pair<std::string, int32_t>, size_t> stream_index;
   for (const RawRecord& record : records) {
-    auto inserted = stream_index.emplace(std::make_pair(record.at.source, record.at.partition),
-                                         batch.last_positions.size());
-    if (inserted.second) {
-      batch.last_positions.push_back(record.at);
-    } else {
-      SourcePosition& last = batch.last_positions[inserted.first->second];
-      if (record.at.position > last.position) last = record.at;
-    }
-    std::vector<EntityEvent> events;
-    bool skipped = false;
-    Status status = record.refusal.empty() ? decoder.Decode(record, &events, &skipped)
-                                           : Status::InvalidInput(record.refusal);
-    if (!status.ok()) {
-      batch.dead_letters.push_back({record.at, record.value.value_or(""), status.message()});
-      continue;
-    }
-    if (skipped) batch.skipped_count++;
-    for (EntityEvent& event : events) {
-      batch.events.push_back({record.at, std::move(event), record.value.value_or("")});
-    }
+    AddLastPosition(record.at, &batch.last_positions);
+    DecodeRecordInto(decoder, record, &batch);
   }
   return batch;
 }

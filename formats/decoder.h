@@ -6,6 +6,7 @@
 #ifndef DENORMD_FORMATS_DECODER_H_
 #define DENORMD_FORMATS_DECODER_H_
 
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -29,6 +30,15 @@ class Decoder {
 // Decodes raw records into a batch; never fails (bad records become dead
 // letters with their reason and raw bytes).
 EventBatch DecodeBatch(const Decoder& decoder, const std::vector<RawRecord>& records);
+
+// Decodes one record into `batch` (its events, its dead letter, or a skip),
+// leaving the batch's positions and raw_count to the caller. Returns the
+// entity type of its first event, "" when it has none (a dead letter, a
+// tombstone): the type that picks its lane (projections/lanes.h).
+std::string DecodeRecordInto(const Decoder& decoder, const RawRecord& record, EventBatch* batch);
+
+// Adds `at` to the last positions of a batch: the highest per stream.
+void AddLastPosition(const SourcePosition& at, std::vector<SourcePosition>* last);
 
 }  // namespace denormd
 

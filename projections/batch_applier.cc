@@ -520,7 +520,10 @@ Status BatchApplier::RecordStreams(StoreTransaction& txn, const EventBatch& batc
   letters.insert(letters.end(), refused.begin(), refused.end());
   if (!letters.empty()) DENORMD_RETURN_IF_ERROR(txn.ledger().AddDeadLetters(letters));
   std::vector<PositionUpdate> positions;
-  for (auto& entry : *streams) positions.push_back(entry.second);
+  for (auto& entry : *streams) {
+    positions.push_back(entry.second);
+    positions.back().lane = batch.lane;
+  }
   if (positions.empty()) return Status::Ok();
   return txn.ledger().SavePositions(positions);
 }

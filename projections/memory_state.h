@@ -54,7 +54,8 @@ struct MemoryState {
   // Entity records loaded, and index rows inserted or deleted, ever (idem).
   uint64_t entities_loaded = 0;
   uint64_t index_rows_written = 0;
-  std::map<std::pair<std::string, int32_t>, StoredPosition> positions;
+  // (source, partition, lane) -> the row.
+  std::map<std::tuple<std::string, int32_t, LaneKey>, StoredPosition> positions;
   std::vector<DeadLetter> dead_letters;
   std::vector<FanOutStat> fanouts;  // one hour: the store's lifetime
   // The change outbox: the changes of the `published` collections, in

@@ -10,7 +10,7 @@ namespace denormd {
 Status MemoryStreamLedger::LoadPositions(const std::string& source,
                                          std::vector<StoredPosition>* out) {
   for (const auto& entry : work_.state().positions) {
-    if (entry.first.first == source) out->push_back(entry.second);
+    if (std::get<0>(entry.first) == source) out->push_back(entry.second);
   }
   return Status::Ok();
 }
@@ -19,7 +19,7 @@ Status MemoryStreamLedger::SavePositions(const std::vector<PositionUpdate>& upda
   MemoryState& state = work_.state();
   for (const PositionUpdate& update : updates) {
     if (!update.expected_previous) continue;
-    auto it = state.positions.find({update.at.source, update.at.partition});
+    auto it = state.positions.find({update.at.source, update.at.partition, update.lane});
     int64_t stored = it == state.positions.end() ? -1 : it->second.at.position;
     if (stored != *update.expected_previous) {
       return Status::Conflict(update.at.source + " partition " +
@@ -29,12 +29,27 @@ Status MemoryStreamLedger::SavePositions(const std::vector<PositionUpdate>& upda
     }
   }
   for (const PositionUpdate& update : updates) {
-    work_.Remember(&state.positions, {update.at.source, update.at.partition});
-    StoredPosition& stored = state.positions[{update.at.source, update.at.partition}];
+    const auto key = std::make_tuple(update.at.source, update.at.partition, update.lane);
+    work_.Remember(&state.positions, key);
+    StoredPosition& stored = state.positions[key];
     stored.at = update.at;
+    stored.lane = update.lane;
     stored.applied += update.applied;
     stored.stale += update.stale;
     stored.dead += update.dead;
+  }
+  return Status::Ok();
+}
+
+Status MemoryStreamLedger::AddPositionRows(const std::vector<StoredPosition>& rows) {
+  MemoryState& state = work_.state();
+  for (const StoredPosition& row : rows) {
+    const auto key = std::make_tuple(row.at.source, row.at.partition, row.lane);
+    if (state.positions.count(key)) continue;
+    work_.Remember(&state.positions, key);
+    StoredPosition& added = state.positions[key];
+    added.at = row.at;
+    added.lane = row.lane;
   }
   return Status::Ok();
 }

@@ -164,6 +164,7 @@ ProjectionPlan::ProjectionPlan(const Config& config, PlanOptions options) : conf
   relation_uses_.clear();
   relations_.clear();
   types_.clear();
+  types_read_.clear();
   Builder builder(this, &carriers);
   Build(builder, options);
 }
@@ -173,6 +174,7 @@ void ProjectionPlan::Build(Builder& builder, const PlanOptions& options) {
   for (size_t p = 0; p < config.projections.size(); ++p) {
     const ProjectionConfig& projection = config.projections[p];
     builder.Start(projection, p);
+    std::vector<std::string> read;
     if (projection.kind == ProjectionConfig::Kind::kBuckets) {
       projections_.push_back(
           std::make_unique<BucketProjection>(projection, p, builder, options.bucket_page_rows));
@@ -187,6 +189,7 @@ void ProjectionPlan::Build(Builder& builder, const PlanOptions& options) {
           derivation = FindDerivationKind(expression.derivation)->Bind(*expression.spec, builder);
           for (const std::string& type : derivation->DependsOn()) {
             types_[type].dependents.push_back(derivation.get());
+            read.push_back(type);
           }
         } else {
           derivation = ScalarField(expression);
@@ -196,6 +199,10 @@ void ProjectionPlan::Build(Builder& builder, const PlanOptions& options) {
       projections_.push_back(std::make_unique<EntityProjection>(projection, p, std::move(fields)));
     }
     types_[projections_.back()->unit_type()].projections.push_back(projections_.back().get());
+    read.push_back(projections_.back()->unit_type());
+    std::sort(read.begin(), read.end());
+    read.erase(std::unique(read.begin(), read.end()), read.end());
+    types_read_.push_back(std::move(read));
   }
 }
 

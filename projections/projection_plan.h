@@ -68,6 +68,11 @@ class ProjectionPlan {
   const std::vector<std::unique_ptr<Projection>>& projections() const { return projections_; }
   const Projection& projection(size_t index) const { return *projections_[index]; }
 
+  // Every entity type whose changes can change documents of projection
+  // `index`: its unit type and every type one of its fields depends on
+  // (Derivation::DependsOn), ascending.
+  const std::vector<std::string>& TypesRead(size_t index) const { return types_read_[index]; }
+
   // The plan of `type`; an empty plan for a type no projection mentions.
   const EntityTypePlan& ForType(const std::string& type) const;
 
@@ -102,6 +107,7 @@ class ProjectionPlan {
   std::vector<const Relation*> linked_relations_;
   std::vector<RelationUse> relation_uses_;
   std::vector<std::unique_ptr<Projection>> projections_;
+  std::vector<std::vector<std::string>> types_read_;  // per projection
   std::map<std::string, EntityTypePlan> types_;
   EntityTypePlan empty_;
 };

@@ -338,9 +338,13 @@ class StreamLedger {
     out->clear();
     return Status::Ok();
   }
+  // Every row of `source` (all its partitions, every lane's).
   virtual Status LoadPositions(const std::string& source, std::vector<StoredPosition>* out) = 0;
   // Fails with Conflict when a fenced stream moved (PositionUpdate).
   virtual Status SavePositions(const std::vector<PositionUpdate>& updates) = 0;
+  // Adds the rows of `rows` (counters zero) whose (stream, lane) has none;
+  // a row that exists is left as it is (Lanes::RowsToAdd).
+  virtual Status AddPositionRows(const std::vector<StoredPosition>& rows) = 0;
   virtual Status AddDeadLetters(const std::vector<DeadLetter>& letters) = 0;
 };
 

@@ -152,6 +152,11 @@ def write_config(env, schema, topic=None, group=None):
         text, n = re.subn(r"group:\s*[\w.-]+", f"group: {group}", text, count=1)
         if n != 1:
             raise BenchError("bench/config.yaml: no source.kafka.group to set")
+    if getattr(env.args, "max_lanes", 0):
+        text, n = re.subn(r"(?m)^batch:\s*\{", f"batch: {{max_lanes: {env.args.max_lanes}, ", text,
+                          count=1)
+        if n != 1:
+            raise BenchError("bench/config.yaml: no `batch: {...}` line to set max_lanes in")
     path = os.path.join(env.work, f"config-{schema}" + (f"-{topic}" if topic else "") + ".yaml")
     with open(path, "w") as f:
         f.write(text)

@@ -112,14 +112,19 @@ class ScriptedSource : public EventSource {
     return Status::Ok();
   }
   bool Exhausted() const override { return queue_.empty(); }
-  std::vector<SourcePosition> FencingPositions() const override { return {}; }
-  void MarkCommitted(const std::vector<SourcePosition>& /*last*/) override {}
+  const Lanes& lanes() const override { return lanes_; }
+  bool Applied(const SourcePosition& /*at*/, const std::string& /*type*/) const override {
+    return false;
+  }
+  std::vector<SourcePosition> FencingPositions(size_t /*lane*/) const override { return {}; }
+  void MarkCommitted(size_t /*lane*/, const std::vector<SourcePosition>& /*last*/) override {}
   Status Reseek() override { return Status::Ok(); }
 
   std::vector<size_t> asked;
 
  private:
   std::deque<RawRecord> queue_;
+  const Lanes lanes_ = Lanes::Single(Config());
 };
 
 TEST(BatchLoopOptions, SetOptionsFromAHookAppliesFromTheNextPoll) {
@@ -142,9 +147,7 @@ TEST(BatchLoopOptions, SetOptionsFromAHookAppliesFromTheNextPoll) {
     smaller.max_events = 2;
     loop_pointer->SetOptions(smaller);
   };
-  hooks.on_commit = [&](const std::vector<RawRecord>& records, const BatchStats&, double, int) {
-    committed.push_back(records.size());
-  };
+  hooks.on_commit = [&](const CommittedBatch& batch) { committed.push_back(batch.records.size()); };
   hooks.alive = [&] { ++alive; };
   BatchLoop loop(source, decoder, applier, store, nullptr, options, std::move(hooks), stopping);
   loop_pointer = &loop;
