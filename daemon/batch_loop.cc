@@ -393,8 +393,9 @@ Status BatchLoop::ApplyWithRetry(Store& store, const std::vector<RawRecord>& rec
         {{"attempt", attempt}, {"error", status.message()},
          {"retry_in_ms", RetryBackoffMs(attempt)}});
     Pause(RetryBackoffMs(attempt), reporter);
-    if (stopping_.load()) {
-      // Nothing of this batch committed; it is read again after a restart.
+    if (stopping_.load() || abandon_.load()) {
+      // Nothing of this batch committed; it is read again after a restart
+      // (or, another lane having failed, by the next run).
       Log(LogLevel::kInfo, "batch_abandoned_for_stop", {{"attempts", attempt}});
       return Status::Ok();
     }
@@ -481,6 +482,9 @@ Status BatchLoop::RunLanes() {
   // failed): the batches in hand end, what is queued is read again after a
   // restart.
   if (failed.ok() && !stopping_.load()) Settle(&failed);
+  // A lane failed: the others' batches in hand end, and one retrying an
+  // outage gives up at its next pause instead of holding the failure back.
+  if (!failed.ok()) abandon_.store(true);
   Drain();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -692,7 +696,7 @@ PositionLoader LoadPositionsFrom(Store& store) {
 
 void BatchLoop::Pause(int ms, Reporter& reporter) const {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!stopping_.load() && std::chrono::steady_clock::now() < until) {
+  while (!stopping_.load() && !abandon_.load() && std::chrono::steady_clock::now() < until) {
     reporter.Alive();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -188,6 +188,8 @@ class BatchLoop {
   BatchLoopOptions options_;
   const BatchLoopHooks hooks_;
   const std::atomic<bool>& stopping_;
+  // Set when a lane failed: the other lanes' retries give up.
+  std::atomic<bool> abandon_{false};
   std::function<void(std::function<void()>)> set_rebalance_hook_;
 
   // Lanes (RunLanes), under mu_.

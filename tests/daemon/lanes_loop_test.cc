@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "connectors/event_log_source.h"
 #include "connectors/postgres_admin.h"
@@ -371,6 +372,52 @@ TEST(LanesLoop, ALaneHeldInItsCommitHoldsNoOtherLanesBatches) {
   EXPECT_GE(other_commits_while_held, 1u);
   EXPECT_EQ("", testing::DiffCollections(testing::ReadCollections(laned.article.config),
                                          SourcePath(kExpected)));
+}
+
+// A store whose every transaction fails to begin with `error`.
+class BrokenStore : public Store {
+ public:
+  explicit BrokenStore(Status error) : error_(std::move(error)) {}
+  Status Begin(std::unique_ptr<StoreTransaction>*) override { return error_; }
+
+ private:
+  const Status error_;
+};
+
+TEST(LanesLoop, ALaneThatFailsEndsTheLoopWhileAnotherRetriesAnOutage) {
+  LanedArticle laned;
+  std::vector<Store*> stores = laned.lane_stores();
+  BrokenStore failing(Status::Fatal("this lane's store is broken"));
+  BrokenStore away(Status::Transient("this lane's server is away"));
+  stores[laned.lanes.LaneOf("comment")] = &failing;
+  stores[laned.lanes.LaneOf("author")] = &away;
+  EventLogSource log;
+  ASSERT_TRUE(log.Open(SourcePath(kEvents), LoadPositionsFrom(laned.article.store), laned.lanes)
+                  .ok());
+  std::atomic<bool> stopping{false};
+  BatchLoop loop(log, laned.article.decoder, laned.article.applier, stores, nullptr,
+                 BatchLoopOptions(), BatchLoopHooks(), stopping);
+  // The retrying lane would go on until its server is back; the failure
+  // must end the loop without it (the guard below only keeps a broken
+  // build from hanging the suite).
+  std::atomic<bool> guard_stopped{false};
+  std::atomic<bool> done{false};
+  std::thread guard([&] {
+    for (int i = 0; i < 600 && !done.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!done.load()) {
+      guard_stopped.store(true);
+      stopping.store(true);
+    }
+  });
+  Status status = loop.Run();
+  done.store(true);
+  guard.join();
+  EXPECT_FALSE(guard_stopped.load());
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(std::string::npos, status.message().find("this lane's store is broken"))
+      << status.ToString();
 }
 
 }  // namespace
