@@ -26,12 +26,6 @@ constexpr int64_t kLaneProgressMs = 1000;
 // batch in hand: what it learns of the lanes waits at most this.
 constexpr int kBusyPollMs = 10;
 
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string StreamOf(const SourcePosition& at) {
   return at.source + '\x1f' + std::to_string(at.partition);
 }
@@ -120,7 +114,7 @@ class BatchLoop::LaneWorker : public Reporter {
   };
 
   LaneWorker(BatchLoop& loop, size_t index, Store& store)
-      : last_commit_ms(SteadyMs()), loop_(loop), index_(index), store_(store) {}
+      : last_commit_ms(SteadyMillis()), loop_(loop), index_(index), store_(store) {}
 
   void Start() { thread_ = std::thread([this] { Main(); }); }
   void Join() {
@@ -131,7 +125,7 @@ class BatchLoop::LaneWorker : public Reporter {
     std::lock_guard<std::mutex> lock(loop_.mu_);
     return fence;
   }
-  void Alive() override { progress_ms.store(SteadyMs()); }
+  void Alive() override { progress_ms.store(SteadyMillis()); }
   void Retrying(const Status& error, int attempt) override {
     Report report;
     report.kind = Report::Kind::kRetrying;
@@ -151,10 +145,10 @@ class BatchLoop::LaneWorker : public Reporter {
     report.seconds = seconds;
     report.attempts = attempts;
     report.committed_at = UnixSeconds();
-    progress_ms.store(SteadyMs());
+    progress_ms.store(SteadyMillis());
     std::lock_guard<std::mutex> lock(loop_.mu_);
     for (const SourcePosition& at : batch.last_positions) SetStream(at, &fence);
-    last_commit_ms = SteadyMs();
+    last_commit_ms = SteadyMillis();
     report.generation = generation_;
     loop_.reports_.push_back(std::move(report));
     loop_.reported_.notify_all();
@@ -203,7 +197,7 @@ class BatchLoop::LaneWorker : public Reporter {
       }
       busy = true;
       generation_ = loop_.generation_;
-      progress_ms.store(SteadyMs());
+      progress_ms.store(SteadyMillis());
       lock.unlock();
       Outcome outcome = Outcome::kAbandoned;
       Status status = loop_.Apply(index_, store_, records, &batch, max_attempts, *this, &outcome);
@@ -538,7 +532,7 @@ void BatchLoop::Route(const std::vector<RawRecord>& records) {
 }
 
 void BatchLoop::AdvanceIdleLanes() {
-  const int64_t now = SteadyMs();
+  const int64_t now = SteadyMillis();
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& lane : lanes_) {
     if (lane->busy || lane->halted || !lane->queue.empty() ||
@@ -599,7 +593,7 @@ void BatchLoop::ResumeLanes() {
   for (size_t i = 0; i < lanes_.size(); ++i) {
     lanes_[i]->fence = source_.FencingPositions(i);
     lanes_[i]->halted = false;
-    lanes_[i]->last_commit_ms = SteadyMs();
+    lanes_[i]->last_commit_ms = SteadyMillis();
     lanes_[i]->wake.notify_all();
   }
 }
@@ -637,7 +631,7 @@ void BatchLoop::TakeReports(Status* failed, bool* fenced) {
 }
 
 bool BatchLoop::LanesHealthy() const {
-  const int64_t now = SteadyMs();
+  const int64_t now = SteadyMillis();
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& lane : lanes_) {
     if (lane->busy && now - lane->progress_ms.load() > kLaneProgressMs) return false;

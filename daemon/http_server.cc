@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace denormd {
@@ -30,12 +31,6 @@ constexpr int kListenBacklog = SOMAXCONN;
 // could destroy the response in flight).
 constexpr int64_t kLingerMs = 500;
 constexpr size_t kMaxLingerBytes = 64 * 1024;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // "127.0.0.1:9464", "[::1]:9464".
 std::string HostPort(const std::string& address, int port) {
@@ -199,7 +194,7 @@ void MetricsHttpServer::Serve() {
   std::vector<Connection> connections;
   std::vector<pollfd> fds;
   while (true) {
-    int64_t now = NowMs();
+    int64_t now = SteadyMillis();
     const bool accepting = now >= accept_paused_until_ms_;
     fds.clear();
     fds.push_back({wake_read_fd_, POLLIN, 0});
@@ -219,7 +214,7 @@ void MetricsHttpServer::Serve() {
       break;
     }
     if (fds[0].revents != 0) break;  // Stop()
-    now = NowMs();
+    now = SteadyMillis();
     // Advance the existing connections first (their slots in `fds` follow
     // the first two), then accept: accepting may close one to make room.
     size_t kept = 0;

@@ -69,12 +69,6 @@ constexpr int kStartAttemptMarginMs = 60000;
 // committed, and the next start applies it again).
 constexpr int64_t kStopGraceMs = 5000;
 
-int64_t SteadyMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // `text` on one line, for a STATUS= value (libpq messages span lines).
 std::string OneLine(const std::string& text) {
   std::string out;

@@ -251,6 +251,13 @@ RawRecord LogRecord(SourcePosition at, std::string json) {
   return record;
 }
 
+Config ParseTestConfig(const std::string& yaml) {
+  std::vector<ConfigError> errors;
+  std::optional<Config> config = ParseConfig(yaml, "test.yaml", &errors);
+  for (const ConfigError& error : errors) ADD_FAILURE() << error.ToString("test.yaml");
+  return config ? *config : Config();
+}
+
 InMemory::InMemory(const std::string& yaml, PlanOptions options) {
   std::vector<ConfigError> errors;
   config_ = ParseConfig(yaml, "test.yaml", &errors);

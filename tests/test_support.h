@@ -95,6 +95,31 @@ void UsePackedBuckets(Config* config);
 // A record as an event log delivers it: `json` at `at`.
 RawRecord LogRecord(SourcePosition at, std::string json);
 
+// A config from YAML text (`store` with a schema, no server needed); each
+// error fails the test, and the result is then an empty Config.
+Config ParseTestConfig(const std::string& yaml);
+
+// A StoreTransaction handing every call to `inner`: a test derives from it to
+// watch or hold the one it overrides (the lock keys taken, a commit).
+class ForwardingTransaction : public StoreTransaction {
+ public:
+  explicit ForwardingTransaction(std::unique_ptr<StoreTransaction> inner)
+      : inner_(std::move(inner)) {}
+  SourceRows& source() override { return inner_->source(); }
+  ReferenceIndex& index() override { return inner_->index(); }
+  DocumentTables& documents() override { return inner_->documents(); }
+  BucketTables& buckets() override { return inner_->buckets(); }
+  StreamLedger& ledger() override { return inner_->ledger(); }
+  WriteLocks& locks() override { return inner_->locks(); }
+  void SetChangeSource(const std::string& source) override { inner_->SetChangeSource(source); }
+  Status Commit() override { return inner_->Commit(); }
+  uint64_t round_trips() const override { return inner_->round_trips(); }
+  uint64_t statements() const override { return inner_->statements(); }
+
+ private:
+  std::unique_ptr<StoreTransaction> inner_;
+};
+
 // A config from YAML text, the engine on a MemoryStore, and helpers to apply
 // native events and verify. The test fails if the config does not parse.
 class InMemory {

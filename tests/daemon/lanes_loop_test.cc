@@ -301,26 +301,16 @@ class HeldStore : public Store {
   }
 
  private:
-  class Held : public StoreTransaction {
+  class Held : public testing::ForwardingTransaction {
    public:
     Held(std::unique_ptr<StoreTransaction> inner, HeldStore* store)
-        : inner_(std::move(inner)), store_(store) {}
-    SourceRows& source() override { return inner_->source(); }
-    ReferenceIndex& index() override { return inner_->index(); }
-    DocumentTables& documents() override { return inner_->documents(); }
-    BucketTables& buckets() override { return inner_->buckets(); }
-    StreamLedger& ledger() override { return inner_->ledger(); }
-    WriteLocks& locks() override { return inner_->locks(); }
-    void SetChangeSource(const std::string& source) override { inner_->SetChangeSource(source); }
+        : ForwardingTransaction(std::move(inner)), store_(store) {}
     Status Commit() override {
       store_->Hold();
-      return inner_->Commit();
+      return ForwardingTransaction::Commit();
     }
-    uint64_t round_trips() const override { return inner_->round_trips(); }
-    uint64_t statements() const override { return inner_->statements(); }
 
    private:
-    std::unique_ptr<StoreTransaction> inner_;
     HeldStore* store_;
   };
   void Hold() {

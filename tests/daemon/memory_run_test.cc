@@ -15,12 +15,7 @@
 namespace denormd {
 namespace {
 
-Config Parse(const std::string& yaml) {
-  std::vector<ConfigError> errors;
-  std::optional<Config> config = ParseConfig(yaml, "test.yaml", &errors);
-  for (const ConfigError& error : errors) ADD_FAILURE() << error.ToString("test.yaml");
-  return config ? *config : Config();
-}
+Config Parse(const std::string& yaml) { return testing::ParseTestConfig(yaml); }
 
 constexpr const char* kLibrary = R"(
 store: {schema: library}

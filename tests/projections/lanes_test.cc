@@ -25,12 +25,7 @@
 namespace denormd {
 namespace {
 
-Config Parse(const std::string& yaml) {
-  std::vector<ConfigError> errors;
-  std::optional<Config> config = ParseConfig(yaml, "test.yaml", &errors);
-  for (const ConfigError& error : errors) ADD_FAILURE() << error.ToString("test.yaml");
-  return config ? *config : Config();
-}
+Config Parse(const std::string& yaml) { return testing::ParseTestConfig(yaml); }
 
 // A MemoryStore whose transactions record the lock keys they take.
 class RecordingStore : public Store {
@@ -58,21 +53,14 @@ class RecordingStore : public Store {
     WriteLocks& inner_;
     std::set<std::string>* keys_;
   };
-  class Transaction : public StoreTransaction {
+  class Transaction : public testing::ForwardingTransaction {
    public:
     Transaction(std::unique_ptr<StoreTransaction> inner, std::set<std::string>* keys)
-        : inner_(std::move(inner)), locks_(inner_->locks(), keys) {}
-    SourceRows& source() override { return inner_->source(); }
-    ReferenceIndex& index() override { return inner_->index(); }
-    DocumentTables& documents() override { return inner_->documents(); }
-    BucketTables& buckets() override { return inner_->buckets(); }
-    StreamLedger& ledger() override { return inner_->ledger(); }
+        : ForwardingTransaction(std::move(inner)),
+          locks_(ForwardingTransaction::locks(), keys) {}
     WriteLocks& locks() override { return locks_; }
-    void SetChangeSource(const std::string& source) override { inner_->SetChangeSource(source); }
-    Status Commit() override { return inner_->Commit(); }
 
    private:
-    std::unique_ptr<StoreTransaction> inner_;
     Locks locks_;
   };
   MemoryStore& memory_;
