@@ -67,16 +67,18 @@ psql_() { # SQL: one value, through psql in the postgres container
 
 status_() { podman_ exec "$(container denormd)" denormd status -c "$CONFIG_IN_CONTAINER"; }
 
-# "applied stale dead lag" summed over the partitions of `denormd status`, and the
-# number of partitions at lag 0.
+# "applied stale dead lag" summed over the streams of `denormd status` (a
+# partition has a line per lane when the model has parts that share no
+# document), and the number of partitions at lag 0 in every lane.
 status_totals() {
-  status_ | awk '/ partition [0-9]+: next offset/ {
+  status_ | awk '/ partition [0-9]+( lane [^:]*)?: next offset/ {
+      key = $1 " " $3; sub(/:$/, "", key); seen[key] = 1
       for (i = 1; i <= NF; i++) {
         v = $(i + 1); sub(/[;,]$/, "", v); gsub(/,/, "", v)
         if ($i == "applied") a += v; if ($i == "stale") s += v; if ($i == "dead") d += v
-        if ($i == "lag") { l += v; if (v + 0 == 0) z++ }
+        if ($i == "lag") { l += v; if (v + 0 > 0) behind[key] = 1 }
       }
-    } END { printf "%d %d %d %d %d\n", a, s, d, l, z }'
+    } END { for (k in seen) if (!(k in behind)) z++; printf "%d %d %d %d %d\n", a, s, d, l, z }'
 }
 
 metric() { # NAME: its value on /metrics

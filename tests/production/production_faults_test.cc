@@ -179,11 +179,15 @@ std::optional<LastCommits> LastCommit(const std::string& url, const std::string&
   try {
     pqxx::connection connection(url + "&connect_timeout=2");
     pqxx::nontransaction work(connection);
+    // A partition has a row per lane (projections/lanes.h): its commit after
+    // `since` is its lanes' oldest such, its newest commit its lanes' newest.
+    const std::string after = "to_timestamp(" + std::to_string(since) + ")";
     pqxx::row row = work.exec1(
-        "select coalesce(extract(epoch from min(updated_at) filter (where updated_at >= "
-        "to_timestamp(" + std::to_string(since) + "))), 0), case when count(*) = " +
-        std::to_string(partitions) + " then extract(epoch from min(updated_at)) else 0 end from " +
-        schema + ".positions");
+        "select coalesce(extract(epoch from min(first_after)), 0), case when count(*) = " +
+        std::to_string(partitions) + " then extract(epoch from min(newest)) else 0 end from "
+        "(select min(updated_at) filter (where updated_at >= " + after + ") as first_after, "
+        "max(updated_at) as newest from " + schema + ".positions group by source, partition) "
+        "as per_partition");
     return LastCommits{row[0].as<double>(), row[1].as<double>()};
   } catch (const std::exception&) {
     return std::nullopt;
