@@ -7,14 +7,56 @@
 
 namespace denormd {
 
-// Both statements are deferred (sent with the batch's first read); the
+// Every statement is deferred (sent with the batch's first read); the
 // epoch is checked on their result, before any write can commit.
+//
+// Who runs beside whom: the writers table, locked SHARE by every writer and
+// EXCLUSIVE by one alone; the writers' advisory lock (WritersLockId), taken
+// exclusively by a writer of any part (LockWriters(false)) and shared by a
+// batch alone in its parts; an advisory lock per part (PartLockId), shared by
+// a batch of the part and exclusive for one alone in it. A writer takes them
+// in that order, the parts by id, so no two writers wait for each other's.
 Status PostgresWriteLocks::LockWriters(bool exclusive) {
+  if (exclusive) return Join("exclusive", "");
+  const std::string writers = std::to_string(WritersLockId(work_.schema()));
+  return Join("share", "select pg_advisory_xact_lock(" + writers + ")");
+}
+
+Status PostgresWriteLocks::LockWritersOf(const std::vector<std::string>& parts, bool alone) {
+  std::vector<int64_t> ids;
+  for (const std::string& part : parts) ids.push_back(PartLockId(work_.schema(), part));
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::vector<std::string> calls;
+  if (alone) {
+    calls.push_back("pg_advisory_xact_lock_shared(" +
+                    std::to_string(WritersLockId(work_.schema())) + ")");
+  }
+  for (int64_t id : ids) {
+    calls.push_back(std::string(alone ? "pg_advisory_xact_lock(" : "pg_advisory_xact_lock_shared(") +
+                    std::to_string(id) + ")");
+  }
+  std::string sql;
+  for (const std::string& call : calls) sql += (sql.empty() ? "select " : ", ") + call;
+  return Join("share", sql);
+}
+
+int64_t PostgresWriteLocks::WritersLockId(const std::string& quoted_schema) {
+  return LockRowId("denormd writers\x1f" + quoted_schema);
+}
+
+int64_t PostgresWriteLocks::PartLockId(const std::string& quoted_schema, const std::string& part) {
+  return LockRowId("denormd part\x1f" + quoted_schema + '\x1f' + part);
+}
+
+// `advisory`: the advisory locks to take after the table's (one select,
+// its calls evaluated in order; "": none).
+Status PostgresWriteLocks::Join(const char* table_mode, const std::string& advisory) {
   const std::string& schema = work_.schema();
   work_.DeferSql({"joining the writers",
-                  std::string("lock table ") + schema + ".writers in " +
-                      (exclusive ? "exclusive" : "share") + " mode",
+                  std::string("lock table ") + schema + ".writers in " + table_mode + " mode",
                   nullptr, nullptr});
+  if (!advisory.empty()) work_.DeferSql({"joining the writers", advisory, nullptr, nullptr});
   work_.AwaitApplying();
   work_.DeferSql(
       {"joining the writers",

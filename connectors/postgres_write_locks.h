@@ -48,11 +48,20 @@ class PostgresWriteLocks : public WriteLocks {
   // apply builds, the source changes written are journaled for it
   // (PostgresWork::Applying).
   Status LockWriters(bool exclusive) override;
+  Status LockWritersOf(const std::vector<std::string>& parts, bool alone) override;
   // kWaitBriefly: PostgreSQL's lock_timeout, kBriefLockWaitMs, for this
   // statement (55P03 is Busy).
   Status LockKeys(const std::vector<std::string>& keys, Mode mode) override;
 
+  // The ids of the advisory locks (PostgreSQL's, database-wide, so keyed on
+  // `quoted_schema`, QuoteIdentifier of the schema): the writers' and each
+  // part's (a name of PartOfType).
+  static int64_t WritersLockId(const std::string& quoted_schema);
+  static int64_t PartLockId(const std::string& quoted_schema, const std::string& part);
+
  private:
+  Status Join(const char* table_mode, const std::string& advisory);
+
   PostgresWork& work_;
   const uint64_t epoch_;  // the configuration epoch this process runs; 0 = unchecked
   const uint64_t session_lock_timeout_ms_;

@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "projections/lanes.h"
 #include "projections/linked_rows.h"
 #include "projections/reference_index.h"
 
@@ -167,10 +168,22 @@ std::string GroupLockKey(const std::string& projection, const std::string& group
   return "g\x1f" + projection + '\x1f' + group;
 }
 
+BatchApplier::BatchApplier(const ProjectionPlan& plan) : plan_(plan), part_of_(PartOfType(plan)) {}
+
+std::vector<std::string> BatchApplier::PartsOf(const EventBatch& batch) const {
+  std::set<std::string> parts;
+  for (const EventBatch::Item& item : batch.events) {
+    auto it = part_of_.find(item.event.key.type);
+    if (it != part_of_.end()) parts.insert(it->second);
+  }
+  return std::vector<std::string>(parts.begin(), parts.end());
+}
+
 Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* stats) const {
   // Busy means another writer held a phase-2 lock; the transaction rolled
-  // back holding nothing. Retry at once, alone (the writer lock exclusively,
-  // kAttemptsBeforeExclusive), which always succeeds.
+  // back holding nothing. Retry at once, alone in the batch's parts of the
+  // model (kAttemptsBeforeExclusive), which always succeeds.
+  const std::vector<std::string> parts = PartsOf(batch);
   uint64_t round_trips = 0, statements = 0;
   double busy_seconds = 0;
   for (int attempt = 1;; ++attempt) {
@@ -179,7 +192,7 @@ Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* st
     std::unique_ptr<StoreTransaction> txn;
     DENORMD_RETURN_IF_ERROR(store->Begin(&txn));
     BatchStats local;
-    Status status = txn->locks().LockWriters(exclusive);
+    Status status = txn->locks().LockWritersOf(parts, exclusive);
     if (status.ok()) status = ApplyInTransaction(*txn, batch, exclusive, &local);
     if (status.ok()) status = txn->Commit();
     round_trips += txn->round_trips();
@@ -238,14 +251,20 @@ Status BatchApplier::Apply(Store* store, const EventBatch& batch, BatchStats* st
 //     and W locks a1 in phase 1, before its index query. The documents named
 //     by the row's `from` are R's units, named from the row itself.
 //
-// Why it cannot deadlock: a transaction waits only (1) for the writer lock,
+// Why it cannot deadlock: a transaction waits only (1) for the writer locks,
 // holding nothing else, or (2) in phase 1, whose keys are taken in one sorted
-// statement, holding only the writer lock (shared, which never blocks another
+// statement, holding only the writer locks (shared, which never block another
 // shared holder). Phase 2 waits only briefly (WriteLocks::Mode::kWaitBriefly):
 // if another writer still holds one of its keys after that (the classic
 // cycle: W holds author a1 and wants book b1, R holds b1 and wants a1), the
-// batch rolls back with Busy and runs again at once, taking the writer lock
-// exclusively (kAttemptsBeforeExclusive), so it runs alone and may wait.
+// batch rolls back with Busy and runs again at once, alone in its parts of
+// the model (WriteLocks::LockWritersOf, kAttemptsBeforeExclusive), so it may
+// wait: every writer that could hold one of its keys is a batch touching one
+// of those parts or a writer of any part, and neither runs beside it. A
+// batch of other parts runs on beside it; its keys are other keys, since a
+// key names an entity of the batch's types, a document of a projection
+// reading them or a type such a projection reads, all in the parts of its
+// events' types (PartOfType).
 Status BatchApplier::ApplyInTransaction(StoreTransaction& txn, const EventBatch& batch,
                                         bool exclusive, BatchStats* stats) const {
   stats->events = batch.raw_count;

@@ -39,7 +39,7 @@ namespace denormd {
 
 class BatchApplier {
  public:
-  explicit BatchApplier(const ProjectionPlan& plan) : plan_(plan) {}
+  explicit BatchApplier(const ProjectionPlan& plan);
 
   // Applies `batch` in one new transaction of `store` and commits, retrying
   // internally when another writer holds a lock it needs (see the .cc). On
@@ -65,6 +65,9 @@ class BatchApplier {
 
   Status ApplyInTransaction(StoreTransaction& txn, const EventBatch& batch, bool exclusive,
                             BatchStats* stats) const;
+  // The parts of the model (PartOfType) the events of `batch` are in: where
+  // all its lock keys lie.
+  std::vector<std::string> PartsOf(const EventBatch& batch) const;
   Status LockAndLoad(StoreTransaction& txn, const EventBatch& batch, EntityStates* states) const;
   // Applies the events in order; an event whose new state the store could
   // not index (IndexLimitsError) is refused into *refused instead.
@@ -87,6 +90,7 @@ class BatchApplier {
                        const std::vector<DeadLetter>& refused, Streams* streams) const;
 
   const ProjectionPlan& plan_;
+  const std::map<std::string, std::string> part_of_;  // PartOfType(plan_)
 };
 
 }  // namespace denormd

@@ -38,7 +38,40 @@ class TypeParts {
   std::map<std::string, std::string> parent_;  // ordered: deterministic
 };
 
+// The parts of `plan`'s model (the types of each, ascending; ordered by
+// their first type), and how many projections read each type.
+std::vector<std::vector<std::string>> PartsOfModel(const ProjectionPlan& plan,
+                                                   std::map<std::string, size_t>* weight) {
+  const Config& config = plan.config();
+  TypeParts parts;
+  for (const std::string& type : config.entities) parts.Add(type);
+  std::map<std::string, std::string> collection_type;  // a type writing each collection
+  for (const auto& projection : plan.projections()) {
+    const std::string& root = projection->unit_type();
+    parts.Add(root);
+    (*weight)[root]++;
+    const std::string& collection = projection->config().collection;
+    auto written = collection_type.emplace(collection, root);
+    if (!written.second) parts.Join(written.first->second, root);
+  }
+  for (size_t p = 0; p < plan.projections().size(); ++p) {
+    for (const std::string& type : plan.TypesRead(p)) {
+      parts.Join(plan.projection(p).unit_type(), type);
+    }
+  }
+  return parts.Parts();
+}
+
 }  // namespace
+
+std::map<std::string, std::string> PartOfType(const ProjectionPlan& plan) {
+  std::map<std::string, size_t> weight;
+  std::map<std::string, std::string> out;
+  for (const std::vector<std::string>& part : PartsOfModel(plan, &weight)) {
+    for (const std::string& type : part) out[type] = part.front();
+  }
+  return out;
+}
 
 Lanes Lanes::Single(const Config& config) {
   Lanes lanes;
@@ -54,24 +87,8 @@ Lanes Lanes::Single(const Config& config) {
 
 Lanes Lanes::Of(const ProjectionPlan& plan, size_t max_lanes) {
   const Config& config = plan.config();
-  TypeParts parts;
-  for (const std::string& type : config.entities) parts.Add(type);
-  std::map<std::string, std::string> collection_type;  // a type writing each collection
-  std::map<std::string, size_t> weight;                // projections reading each type
-  for (const auto& projection : plan.projections()) {
-    const std::string& root = projection->unit_type();
-    parts.Add(root);
-    weight[root]++;
-    const std::string& collection = projection->config().collection;
-    auto written = collection_type.emplace(collection, root);
-    if (!written.second) parts.Join(written.first->second, root);
-  }
-  for (size_t p = 0; p < plan.projections().size(); ++p) {
-    for (const std::string& type : plan.TypesRead(p)) {
-      parts.Join(plan.projection(p).unit_type(), type);
-    }
-  }
-  std::vector<std::vector<std::string>> found = parts.Parts();
+  std::map<std::string, size_t> weight;  // projections reading each type
+  std::vector<std::vector<std::string>> found = PartsOfModel(plan, &weight);
   if (max_lanes <= 1 || found.size() <= 1) return Single(config);
   // The heaviest parts first (most projections reading them), each to the
   // lightest lane so far; ties by the part's first type, so the layout is

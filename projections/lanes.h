@@ -41,6 +41,12 @@ namespace denormd {
 
 class ProjectionPlan;
 
+// The part of `plan`'s model each of its entity types is in, named by the
+// part's first type (ascending): the same on every instance of one model.
+// What a batch's place among the writers is scoped to
+// (WriteLocks::LockWritersOf): two parts take no common lock key.
+std::map<std::string, std::string> PartOfType(const ProjectionPlan& plan);
+
 class Lanes {
  public:
   // One lane of every type: `replay`, `denormd test`, batch.max_lanes 1, a

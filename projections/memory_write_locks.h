@@ -15,6 +15,9 @@ namespace denormd {
 class MemoryWriteLocks : public WriteLocks {
  public:
   Status LockWriters(bool /*exclusive*/) override { return Status::Ok(); }
+  Status LockWritersOf(const std::vector<std::string>& /*parts*/, bool /*alone*/) override {
+    return Status::Ok();
+  }
   Status LockKeys(const std::vector<std::string>& /*keys*/, Mode /*mode*/) override {
     return Status::Ok();
   }

@@ -355,10 +355,20 @@ class WriteLocks {
  public:
   enum class Mode { kWait, kWaitBriefly };
   virtual ~WriteLocks() = default;
-  // Joins the writers of the schema: shared (every batch and rebuild page,
-  // first thing in the transaction) or exclusive (a batch that could not get
-  // its locks without waiting, retried alone). Blocks until granted.
+  // Joins the writers of the schema, first thing in the transaction, for
+  // work that may touch any part of the model: shared (a rebuild or reindex
+  // page, `apply`'s catch-up: beside every batch, but never beside a batch
+  // retried alone) or exclusive (`apply`'s switch, a recount: alone). Blocks
+  // until granted.
   virtual Status LockWriters(bool exclusive) = 0;
+  // Joins the writers as a batch whose lock keys all lie in `parts` (names
+  // of PartOfType; empty: it takes no key): beside every other writer, or
+  // `alone` in its parts (a batch that could not get its keys without
+  // waiting, retried): then no other batch touching one of `parts` and no
+  // LockWriters writer runs beside it, while batches of other parts do, and
+  // it may wait for its keys without deadlock (BatchApplier::Apply). Blocks
+  // until granted. Every caller passes the parts of one model (one epoch).
+  virtual Status LockWritersOf(const std::vector<std::string>& parts, bool alone) = 0;
   // Takes transaction-scoped exclusive locks on opaque keys, in an order of
   // the store's own (the same for every caller). kWait blocks until all are
   // granted; kWaitBriefly fails with Busy if any is still held by another

@@ -16,7 +16,7 @@ What the wait share is made of, measured on two sides that share no code:
                session of its own (LockSampler) for the instances' connections (their
                application_name, PGAPPNAME): of the samples in which one is inside a
                transaction (state active or idle in transaction), the share waiting for a
-               lock (wait_event_type Lock: the writers' lock, a lock row, a tuple).
+               lock (wait_event_type Lock: the writers' locks, a lock row, a tuple).
   busy retries the daemon's side: denormd_batch_busy_seconds_total (attempts rolled back
                because another writer held a key past the brief wait) over
                denormd_batch_duration_seconds_sum, summed over the instances;
@@ -59,15 +59,17 @@ def instance_counts(text):
 class LockSampler:
     """pg_stat_activity every SAMPLE_SECONDS (psql's \\watch) while it runs: for the
     connections named APP_NAME, how many are inside a transaction, how many of those wait
-    for a lock, and how many of these for a table's (the writers' lock, which a batch
-    running alone holds exclusively; the rest wait for lock rows, i.e. keys); (samples, in
-    transaction, waiting, waiting for the writers' lock) when stopped."""
+    for a lock, and how many of these for the writers' locks (the table's, and the
+    advisory locks of the parts of the model, which a batch running alone in its parts
+    holds exclusively: docs/architecture.md, "Several instances: the locking"; the rest
+    wait for lock rows, i.e. keys); (samples, in transaction, waiting, waiting for the
+    writers' locks) when stopped."""
 
     QUERY = ("select count(*) filter (where state in ('active', 'idle in transaction')), "
              "count(*) filter (where state in ('active', 'idle in transaction') "
              "and wait_event_type = 'Lock'), "
              "count(*) filter (where state in ('active', 'idle in transaction') "
-             "and wait_event_type = 'Lock' and wait_event = 'relation') "
+             "and wait_event_type = 'Lock' and wait_event in ('relation', 'advisory')) "
              f"from pg_stat_activity where application_name = '{APP_NAME}'")
 
     def __init__(self, env, path):
@@ -99,7 +101,7 @@ class LockSampler:
 
 
 def tally(lines):
-    """(samples, in transaction, waiting, waiting for the writers' lock) of LockSampler's
+    """(samples, in transaction, waiting, waiting for the writers' locks) of LockSampler's
     output lines ("<in> <waiting> <writers>"; anything else, e.g. an error psql printed, is
     not a sample)."""
     samples = in_transaction = waiting = writers = 0
@@ -288,7 +290,7 @@ def run_count(env, results, w, run_id, n, keying, keyed):
     log(f"horizontal: {label}: {f['seconds']:.1f} s, {f['rate']:,.0f} events/s, "
         f"{fmt_count(f['batches'])} batches; lock wait {f['lock_share']:.1%} of "
         f"{fmt_count(in_transaction)} in-transaction samples ({f['writers_share']:.1%} for the "
-        f"writers' lock), busy retries {f['busy_retries']} "
+        f"writers' locks), busy retries {f['busy_retries']} "
         f"({f['busy_share']:.1%} of batch time), transient retries {f['transient_retries']}")
     return f
 
@@ -313,13 +315,13 @@ def report_lines(results):
            f"{PARTITIONS}-partition topic the change stream is published into once they hold "
            "it; bench/harness/horizontal.py): lock wait is PostgreSQL's view (pg_stat_activity "
            "every 10 ms: of the samples in which an instance's connection is inside a "
-           "transaction, the share waiting for a lock; in brackets, for the writers' lock, "
+           "transaction, the share waiting for a lock; in brackets, for the writers' locks, "
            "which a batch running alone holds exclusively; the rest wait for keys); busy "
            "retries the daemons' (denormd_batch_busy_seconds_total over "
            "denormd_batch_duration_seconds_sum); the wait share lies between the larger of "
            "the two and their sum (a lock wait inside a rolled-back attempt counts in both). "
            "This machine has 2 cores: events/s is not expected to scale.", "",
-           "| records keyed | instances | events/s | batches | lock wait (writers' lock) "
+           "| records keyed | instances | events/s | batches | lock wait (writers' locks) "
            "| busy retries (share of batch time) | transient retries | wait share | documents |",
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for f in rows:

@@ -16,6 +16,7 @@
 #include "connectors/postgres_sql.h"
 #include "connectors/postgres_store.h"
 #include "connectors/postgres_write_locks.h"
+#include "projections/lanes.h"
 #include "projections/maintenance.h"
 #include "tests/test_support.h"
 
@@ -100,15 +101,27 @@ TEST(Concurrency, HotAuthorsRenamedWhileBooksArriveNeverLeaveStaleCopies) {
   EXPECT_EQ(0, retries.load()) << "transient errors: the locking must not deadlock";
 }
 
+// How many advisory locks of `part` of the article's model (in `schema`)
+// are held in `mode` ("ExclusiveLock", "ShareLock"; granted) or waited for.
+uint64_t PartLocks(const std::string& schema, const std::string& part, const std::string& mode,
+                   bool granted) {
+  return testing::SqlCount(
+      "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1"
+      " and ((classid::bigint << 32) | objid::bigint) = " +
+      std::to_string(PostgresWriteLocks::PartLockId(QuoteIdentifier(schema), part)) +
+      " and mode = '" + mode + "' and " + (granted ? "granted" : "not granted"));
+}
+
 // The second phase of a batch waits only briefly for a document's key
 // (WriteLocks::Mode::kWaitBriefly): a key another transaction holds longer
-// makes the batch roll back and try again at once, alone (the writers' lock
-// exclusively), waiting for the key. Were the brief wait a full
+// makes the batch roll back and try again at once, alone in its part of the
+// model (the part's advisory lock exclusively), waiting for the key. Were the brief wait a full
 // one, two batches each holding what the other wants would deadlock; here the
 // first attempt would wait for the holder and never be refused.
 TEST(Concurrency, ADocumentKeyHeldPastABriefWaitSendsTheBatchToRunAlone) {
   testing::ArticleOnPostgres article;
   const std::string& schema = article.config.store.schema;
+  const std::string authors_part = PartOfType(article.plan).at("author");
   BatchStats stats;
   ASSERT_TRUE(article.applier
                   .Apply(&article.store,
@@ -142,12 +155,11 @@ TEST(Concurrency, ADocumentKeyHeldPastABriefWaitSendsTheBatchToRunAlone) {
              R"({"type":"author","id":"a1","op":"upsert","version":2,)"
              R"("data":{"firstName":"B","lastName":"L"}})")},
       &status, &renamed);
-  // Alone (the writers' lock held exclusively), it waits for the holder.
+  // Alone in its part of the model (the part's advisory lock held
+  // exclusively), it waits for the holder.
   const bool alone_and_waiting = testing::WaitUntil(
       [&] {
-        return testing::SqlCount(
-                   "select count(*) from pg_locks where relation = '" + schema +
-                   ".writers'::regclass and mode = 'ExclusiveLock' and granted") > 0 &&
+        return PartLocks(schema, authors_part, "ExclusiveLock", /*granted=*/true) > 0 &&
                testing::SomeoneWaitsFor(xid);
       },
       60);
@@ -163,6 +175,100 @@ TEST(Concurrency, ADocumentKeyHeldPastABriefWaitSendsTheBatchToRunAlone) {
   EXPECT_TRUE(differences.empty()) << differences.front();
   EXPECT_EQ(1u, testing::SqlCount("select count(*) from " + schema +
                                   ".entities where id = 'a1' and data->>'firstName' = 'B'"));
+}
+
+// A batch retried alone is alone in its part of the model only
+// (WriteLocks::LockWritersOf): a batch of its part waits for it, a batch of
+// another part (a post's comment beside an author's rename) commits while it
+// waits. Until lanes had a lock each, the retry held the writers' table
+// exclusively and the comment waited too.
+TEST(Concurrency, ABatchAloneInItsPartLetsTheOtherPartsCommit) {
+  testing::ArticleOnPostgres article;
+  const std::string& schema = article.config.store.schema;
+  const std::string authors_part = PartOfType(article.plan).at("author");
+  BatchStats stats;
+  ASSERT_TRUE(article.applier
+                  .Apply(&article.store,
+                         DecodeBatch(article.decoder,
+                                     {Event("part", 1,
+                                            R"({"type":"author","id":"a1","op":"upsert","version":1,)"
+                                            R"("data":{"firstName":"A","lastName":"L"}})"),
+                                      Event("part", 2,
+                                            R"({"type":"book","id":"b1","op":"upsert","version":1,)"
+                                            R"("data":{"name":"x","authorIds":["a1"]}})")}),
+                         &stats)
+                  .ok());
+  // Every key but a1's held (as in the test above): the rename of a1 meets
+  // b1's in its second phase, and retries alone.
+  const std::string a1_row = std::to_string(LockRowId(EntityLockKey("author", "a1")));
+  pqxx::connection other(testing::TestPostgresUrl());
+  pqxx::work holding(other);
+  holding.exec("select key from " + schema + ".locks where key <> " + a1_row + " for update");
+  const std::string xid = holding.exec1("select txid_current()")[0].c_str();
+  Status renamed_status, book_status, comment_status;
+  BatchStats renamed, book, comment;
+  std::thread rename = testing::ApplyOnThread(
+      article,
+      {Event("part", 3,
+             R"({"type":"author","id":"a1","op":"upsert","version":2,)"
+             R"("data":{"firstName":"B","lastName":"L"}})")},
+      &renamed_status, &renamed);
+  const bool alone_and_waiting = testing::WaitUntil(
+      [&] {
+        return PartLocks(schema, authors_part, "ExclusiveLock", /*granted=*/true) > 0 &&
+               testing::SomeoneWaitsFor(xid);
+      },
+      60);
+  ASSERT_TRUE(alone_and_waiting) << "the rename never ran alone waiting for the held keys";
+  // Another part: commits beside it.
+  // (Each on a store of its own: a store is one connection.)
+  PostgresStore comment_store(article.config, article.config.store.postgres);
+  PostgresStore book_store(article.config, article.config.store.postgres);
+  std::atomic<bool> comment_done{false};
+  std::thread comment_thread([&] {
+    comment_status = article.applier.Apply(
+        &comment_store,
+        DecodeBatch(article.decoder,
+                    {Event("other part", 1,
+                           R"({"type":"post","id":"p1","op":"upsert","version":1,)"
+                           R"("data":{"title":"t"}})"),
+                     Event("other part", 2,
+                           R"({"type":"comment","id":"m1","op":"upsert","version":1,)"
+                           R"("data":{"postId":"p1","createdAt":1}})")}),
+        &comment);
+    comment_done = true;
+  });
+  const bool comment_committed_beside = testing::WaitUntil([&] { return comment_done.load(); }, 60);
+  // Its own part: waits for it (on the part's advisory lock).
+  std::thread book_thread([&] {
+    book_status = article.applier.Apply(
+        &book_store,
+        DecodeBatch(article.decoder, {Event("part", 4,
+                                            R"({"type":"book","id":"b2","op":"upsert","version":1,)"
+                                            R"("data":{"name":"y","authorIds":["a2"]}})")}),
+        &book);
+  });
+  const bool book_waits = testing::WaitUntil(
+      [&] {
+        return PartLocks(schema, authors_part, "ShareLock", /*granted=*/false) > 0;
+      },
+      60);
+  holding.commit();
+  rename.join();
+  comment_thread.join();
+  book_thread.join();
+  EXPECT_TRUE(comment_committed_beside)
+      << "the comment of another part waited for the rename alone in its part";
+  EXPECT_TRUE(book_waits) << "a book of the rename's part did not wait for it";
+  ASSERT_TRUE(renamed_status.ok()) << renamed_status.ToString();
+  ASSERT_TRUE(comment_status.ok()) << comment_status.ToString();
+  ASSERT_TRUE(book_status.ok()) << book_status.ToString();
+  EXPECT_EQ(1u, renamed.busy_retries);
+  std::vector<std::string> differences;
+  ASSERT_TRUE(Verify(article.plan, &article.store, MaintenanceOptions(), &differences).ok());
+  EXPECT_TRUE(differences.empty()) << differences.front();
+  EXPECT_EQ(1u, testing::SqlCount("select count(*) from " + schema + ".entities where type ="
+                                  " 'comment' and id = 'm1'"));
 }
 
 }  // namespace

@@ -44,6 +44,9 @@ class RecordingStore : public Store {
    public:
     Locks(WriteLocks& inner, std::set<std::string>* keys) : inner_(inner), keys_(keys) {}
     Status LockWriters(bool exclusive) override { return inner_.LockWriters(exclusive); }
+    Status LockWritersOf(const std::vector<std::string>& parts, bool alone) override {
+      return inner_.LockWritersOf(parts, alone);
+    }
     Status LockKeys(const std::vector<std::string>& keys, Mode mode) override {
       keys_->insert(keys.begin(), keys.end());
       return inner_.LockKeys(keys, mode);
