@@ -20,9 +20,9 @@ constexpr const char* kSameDocument =
     " l.projection = s.projection and l.id = s.id and coalesce(l.pk, '') = coalesce(s.pk, '')";
 
 std::string Literal(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
+  std::string out;
+  AppendStringLiteral(text, &out);
+  return out;
 }
 
 // "(type, field) in (...)" over index rows, false for an empty list.

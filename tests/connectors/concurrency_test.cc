@@ -112,6 +112,44 @@ uint64_t PartLocks(const std::string& schema, const std::string& part, const std
       " and mode = '" + mode + "' and " + (granted ? "granted" : "not granted"));
 }
 
+// Stores author a1 and book b1 (which embeds a1's name) on `stream`.
+void StoreAuthorA1AndBookB1(testing::ArticleOnPostgres& article, const std::string& stream) {
+  BatchStats stats;
+  ASSERT_TRUE(article.applier
+                  .Apply(&article.store,
+                         DecodeBatch(article.decoder,
+                                     {Event(stream, 1,
+                                            R"({"type":"author","id":"a1","op":"upsert","version":1,)"
+                                            R"("data":{"firstName":"A","lastName":"L"}})"),
+                                      Event(stream, 2,
+                                            R"({"type":"book","id":"b1","op":"upsert","version":1,)"
+                                            R"("data":{"name":"x","authorIds":["a1"]}})")}),
+                         &stats)
+                  .ok());
+}
+
+// Renames a1 (version 2, position 3 of `stream`) on a thread of its own.
+std::thread RenameA1OnThread(testing::ArticleOnPostgres& article, const std::string& stream,
+                             Status* status, BatchStats* stats) {
+  return testing::ApplyOnThread(article,
+                                {Event(stream, 3,
+                                       R"({"type":"author","id":"a1","op":"upsert","version":2,)"
+                                       R"("data":{"firstName":"B","lastName":"L"}})")},
+                                status, stats);
+}
+
+// Whether a batch runs alone in `part` (its advisory lock held exclusively)
+// while someone waits for transaction `xid`: polled until true or 60 s.
+bool AloneInPartAndWaitingFor(const std::string& schema, const std::string& part,
+                              const std::string& xid) {
+  return testing::WaitUntil(
+      [&] {
+        return PartLocks(schema, part, "ExclusiveLock", /*granted=*/true) > 0 &&
+               testing::SomeoneWaitsFor(xid);
+      },
+      60);
+}
+
 // The second phase of a batch waits only briefly for a document's key
 // (WriteLocks::Mode::kWaitBriefly): a key another transaction holds longer
 // makes the batch roll back and try again at once, alone in its part of the
@@ -122,18 +160,7 @@ TEST(Concurrency, ADocumentKeyHeldPastABriefWaitSendsTheBatchToRunAlone) {
   testing::ArticleOnPostgres article;
   const std::string& schema = article.config.store.schema;
   const std::string authors_part = PartOfType(article.plan).at("author");
-  BatchStats stats;
-  ASSERT_TRUE(article.applier
-                  .Apply(&article.store,
-                         DecodeBatch(article.decoder,
-                                     {Event("brief", 1,
-                                            R"({"type":"author","id":"a1","op":"upsert","version":1,)"
-                                            R"("data":{"firstName":"A","lastName":"L"}})"),
-                                      Event("brief", 2,
-                                            R"({"type":"book","id":"b1","op":"upsert","version":1,)"
-                                            R"("data":{"name":"x","authorIds":["a1"]}})")}),
-                         &stats)
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(StoreAuthorA1AndBookB1(article, "brief"));
   // Another transaction holds every key but a1's own: renaming a1 passes its
   // first phase and meets a held key in its second (b1's document, which
   // embeds a1: its key is b1's).
@@ -149,20 +176,10 @@ TEST(Concurrency, ADocumentKeyHeldPastABriefWaitSendsTheBatchToRunAlone) {
 
   Status status;
   BatchStats renamed;
-  std::thread batch = testing::ApplyOnThread(
-      article,
-      {Event("brief", 3,
-             R"({"type":"author","id":"a1","op":"upsert","version":2,)"
-             R"("data":{"firstName":"B","lastName":"L"}})")},
-      &status, &renamed);
+  std::thread batch = RenameA1OnThread(article, "brief", &status, &renamed);
   // Alone in its part of the model (the part's advisory lock held
   // exclusively), it waits for the holder.
-  const bool alone_and_waiting = testing::WaitUntil(
-      [&] {
-        return PartLocks(schema, authors_part, "ExclusiveLock", /*granted=*/true) > 0 &&
-               testing::SomeoneWaitsFor(xid);
-      },
-      60);
+  const bool alone_and_waiting = AloneInPartAndWaitingFor(schema, authors_part, xid);
   holding.commit();
   batch.join();
   ASSERT_TRUE(alone_and_waiting) << "the batch never ran alone waiting for the held keys";
@@ -186,18 +203,7 @@ TEST(Concurrency, ABatchAloneInItsPartLetsTheOtherPartsCommit) {
   testing::ArticleOnPostgres article;
   const std::string& schema = article.config.store.schema;
   const std::string authors_part = PartOfType(article.plan).at("author");
-  BatchStats stats;
-  ASSERT_TRUE(article.applier
-                  .Apply(&article.store,
-                         DecodeBatch(article.decoder,
-                                     {Event("part", 1,
-                                            R"({"type":"author","id":"a1","op":"upsert","version":1,)"
-                                            R"("data":{"firstName":"A","lastName":"L"}})"),
-                                      Event("part", 2,
-                                            R"({"type":"book","id":"b1","op":"upsert","version":1,)"
-                                            R"("data":{"name":"x","authorIds":["a1"]}})")}),
-                         &stats)
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(StoreAuthorA1AndBookB1(article, "part"));
   // Every key but a1's held (as in the test above): the rename of a1 meets
   // b1's in its second phase, and retries alone.
   const std::string a1_row = std::to_string(LockRowId(EntityLockKey("author", "a1")));
@@ -207,18 +213,8 @@ TEST(Concurrency, ABatchAloneInItsPartLetsTheOtherPartsCommit) {
   const std::string xid = holding.exec1("select txid_current()")[0].c_str();
   Status renamed_status, book_status, comment_status;
   BatchStats renamed, book, comment;
-  std::thread rename = testing::ApplyOnThread(
-      article,
-      {Event("part", 3,
-             R"({"type":"author","id":"a1","op":"upsert","version":2,)"
-             R"("data":{"firstName":"B","lastName":"L"}})")},
-      &renamed_status, &renamed);
-  const bool alone_and_waiting = testing::WaitUntil(
-      [&] {
-        return PartLocks(schema, authors_part, "ExclusiveLock", /*granted=*/true) > 0 &&
-               testing::SomeoneWaitsFor(xid);
-      },
-      60);
+  std::thread rename = RenameA1OnThread(article, "part", &renamed_status, &renamed);
+  const bool alone_and_waiting = AloneInPartAndWaitingFor(schema, authors_part, xid);
   ASSERT_TRUE(alone_and_waiting) << "the rename never ran alone waiting for the held keys";
   // Another part: commits beside it.
   // (Each on a store of its own: a store is one connection.)
