@@ -35,5 +35,10 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:dete
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$SOURCE_DIR/tests/sanitize/lsan.supp:print_suppressions=0"
 # The Kafka and daemon tests spawn processes and need the broker; they stay
-# in the regular build.
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2 -L "$LABELS"
+# in the regular build. So do the stable buckets' property test at batch sizes
+# 1 and 7: the same code as at 5,000 (which runs here), but a verify of the
+# whole store after each of hundreds of batches, which took 368 and 186 s of
+# the 609 s this step ran (-O1 and the sanitizers; 113 s at /1 in the regular
+# build), measured in a CI run of 02d2fcb.
+SANITIZER_SKIPS='^BatchSizes/StableProperty\.EveryBatchIsExactWithinTheInvariantsAndCheap/(1|7)$'
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2 -L "$LABELS" -E "$SANITIZER_SKIPS"
