@@ -19,10 +19,13 @@ namespace {
 constexpr const char* kSameDocument =
     " l.projection = s.projection and l.id = s.id and coalesce(l.pk, '') = coalesce(s.pk, '')";
 
+// Not AppendStringLiteral (postgres_sql.h), which throws for a NUL byte: these
+// literals are built outside Guard (SwitchModel, dropping built tables), in
+// functions that return a Status.
 std::string Literal(const std::string& text) {
-  std::string out;
-  AppendStringLiteral(text, &out);
-  return out;
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
 }
 
 // "(type, field) in (...)" over index rows, false for an empty list.
