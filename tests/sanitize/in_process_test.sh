@@ -22,9 +22,12 @@ for folder in "${FOLDERS[@]}"; do
   done
 done
 
-echo "sanitize: configuring $BUILD_DIR (address,undefined, -O1)"
+# Line tables only (-g1): a report's stack still names file:line, and the build
+# takes a fifth less CPU than with -g (tests/daemon/metrics_test.cc with this
+# step's flags: 25.1 s with -g, 19.8 s with -g1, measured 2026-12-03).
+echo "sanitize: configuring $BUILD_DIR (address,undefined, -O1 -g1)"
 cmake -S "$SOURCE_DIR" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DDENORMD_WERROR=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DDENORMD_WERROR=ON \
   -DDENORMD_SANITIZE=address,undefined >/dev/null
 start=$(date +%s)
 cmake --build "$BUILD_DIR" -j 2 --target "${TARGETS[@]}" >"$BUILD_DIR.build.log" 2>&1 || {
