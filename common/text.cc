@@ -33,10 +33,14 @@ uint64_t Fnv1a64(const std::string& text) {
   return hash;
 }
 
-std::string PrintableBytes(const std::string& bytes) {
+namespace {
+// Each byte as it is when `keep` says so, else as \xNN.
+template <typename Keep>
+std::string Escaped(const std::string& bytes, Keep keep) {
   std::string out;
+  out.reserve(bytes.size());
   for (unsigned char c : bytes) {
-    if (c >= 0x20 && c < 0x7f) {
+    if (keep(c)) {
       out += static_cast<char>(c);
     } else {
       char hex[5];
@@ -45,6 +49,15 @@ std::string PrintableBytes(const std::string& bytes) {
     }
   }
   return out;
+}
+}  // namespace
+
+std::string PrintableBytes(const std::string& bytes) {
+  return Escaped(bytes, [](unsigned char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+std::string ControlsEscaped(const std::string& text) {
+  return Escaped(text, [](unsigned char c) { return c >= 0x20 && c != 0x7f; });
 }
 
 namespace {

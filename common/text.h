@@ -25,6 +25,12 @@ uint64_t Fnv1a64(const std::string& text);
 // byte as \xNN (sort keys in verify's messages).
 std::string PrintableBytes(const std::string& bytes);
 
+// `text` with its control characters (bytes below 0x20, and 0x7f) as \xNN and
+// every other byte, UTF-8 included, as it is: a name from a file or the wire
+// inside a message that goes to a terminal or a log (a NUL or an escape
+// sequence written raw would cut or garble the line).
+std::string ControlsEscaped(const std::string& text);
+
 // How the user runs denormd, for the commands that hints print (`build/denormd
 // rebuild -c config.yaml`): argv[0] when it names a path (holds a '/'), else
 // "denormd". Set once by main, before any thread starts.

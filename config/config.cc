@@ -22,6 +22,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/text.h"
 #include "config/config_reader.h"
 #include "config/config_sections.h"
 
@@ -195,7 +196,9 @@ std::string ConfigError::ToString(const std::string& file) const {
   }
   if (!out.empty()) out += ": ";
   if (!where.empty()) out += where + ": ";
-  return out + message;
+  // The location and the message quote names from the file as written, and
+  // YAML's "\0" or "\e" puts any byte into a name.
+  return ControlsEscaped(out + message);
 }
 
 std::optional<Config> ParseConfig(const std::string& yaml_text, const std::string& file,

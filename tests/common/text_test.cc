@@ -26,5 +26,10 @@ TEST(Text, PrintableBytesEscapesWhatIsNotPrintable) {
   EXPECT_EQ("\\x7f\\x1f", PrintableBytes("\x7f\x1f"));
 }
 
+TEST(Text, ControlsEscapedKeepsUtf8AndEscapesControlsOnly) {
+  EXPECT_EQ("a b~ \xc3\xbc", ControlsEscaped("a b~ \xc3\xbc"));
+  EXPECT_EQ("a\\x00b\\x1b\\x7f\\x0a", ControlsEscaped(std::string("a\0b\x1b\x7f\n", 6)));
+}
+
 }  // namespace
 }  // namespace denormd

@@ -839,6 +839,22 @@ TEST(ConfigErrorTest, ToStringFormat) {
   EXPECT_EQ(e.ToString("c.yaml"), "c.yaml: unknown entity type \"x\"");
 }
 
+// YAML's escapes put any byte into a name ("\0", "\e"); the error that quotes
+// it is one readable line, without a raw NUL or escape sequence in it.
+TEST(ConfigErrorTest, ANameWithControlCharactersIsShownEscaped) {
+  const std::vector<ConfigError> errors =
+      MustFail(std::string(kHead) + "  \"bo\\0oks\\e[2J\":\n    from: book\n");
+  ASSERT_EQ(errors.size(), 1u) << Dump(errors);
+  const std::string line = errors[0].ToString("c.yaml");
+  EXPECT_EQ(line.find('\0'), std::string::npos);
+  EXPECT_EQ(line.find('\x1b'), std::string::npos);
+  EXPECT_TRUE(Contains(line, "projections.bo\\x00oks\\x1b[2J: ")) << line;
+  EXPECT_TRUE(Contains(line, "\"bo\\x00oks\\x1b[2J\" is not a valid SQL identifier")) << line;
+  // A name in UTF-8 stays as it is.
+  const ConfigError accented{{}, "projections.b\xc3\xbc" "cher", "m"};
+  EXPECT_EQ(accented.ToString(""), "projections.b\xc3\xbc" "cher: m");
+}
+
 TEST(LoadConfigTest, UnreadableFileReportsTheOsReason) {
   std::vector<ConfigError> errors;
   EXPECT_FALSE(LoadConfig("/nonexistent/denormd.yaml", &errors).has_value());
