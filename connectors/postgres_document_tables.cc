@@ -29,29 +29,27 @@ void WriteBucketMeta(JsonWriter& w, const BucketMeta& meta) {
   WriteJsonString(w, meta.lo->id);
 }
 
+// A document's row as a member of the upsert's JSON array.
+void WriteDocumentRow(JsonWriter& w, const DocumentRow& row) {
+  w.StartObject();
+  w.Key("id");
+  WriteJsonString(w, row.id);
+  w.Key("pk");
+  if (row.pk) {
+    WriteJsonString(w, *row.pk);
+  } else {
+    w.Null();
+  }
+  w.Key("doc");
+  w.RawValue(row.json.data(), row.json.size(), rapidjson::kObjectType);
+  if (row.bucket) WriteBucketMeta(w, *row.bucket);
+  w.EndObject();
+}
+
 }  // namespace
 
 Status PostgresDocumentTables::Upsert(const ProjectionConfig& projection,
                                       const std::vector<DocumentRow>& rows, uint64_t* written) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
-  w.StartArray();
-  for (const DocumentRow& row : rows) {
-    w.StartObject();
-    w.Key("id");
-    WriteJsonString(w, row.id);
-    w.Key("pk");
-    if (row.pk) {
-      WriteJsonString(w, *row.pk);
-    } else {
-      w.Null();
-    }
-    w.Key("doc");
-    w.RawValue(row.json.data(), row.json.size(), rapidjson::kObjectType);
-    if (row.bucket) WriteBucketMeta(w, *row.bucket);
-    w.EndObject();
-  }
-  w.EndArray();
   // A shared collection is keyed on (pk, id): a document whose key another
   // projection's document holds is refused as data, naming both (the
   // batch loop then finds the event responsible).
@@ -134,14 +132,31 @@ Status PostgresDocumentTables::Upsert(const ProjectionConfig& projection,
         return Status::Ok();
       },
       nullptr, /*may_refuse=*/shared};
-  return Guard(what, [&] {
-    if (captured) {
-      work_.Defer(std::move(write), sql, JsonText(buffer), projection.name,
-                  projection.collection, work_.change_source());
-    } else {
-      work_.Defer(std::move(write), sql, JsonText(buffer), projection.name);
-    }
-  });
+  // In statements of about kUpsertJsonBytes of rows each (a row is never
+  // split): what a statement's text costs the client, three copies of it on
+  // the way (the JSON, its literal, the statement), stays that size
+  // whatever the batch rewrites. The rows are unique by key, so no two
+  // statements write one row; a refusal of any refuses the transaction.
+  size_t next = 0;
+  while (next < rows.size()) {
+    rapidjson::StringBuffer buffer;
+    JsonWriter w(buffer);
+    w.StartArray();
+    do {
+      WriteDocumentRow(w, rows[next++]);
+    } while (next < rows.size() && buffer.GetSize() < kUpsertJsonBytes);
+    w.EndArray();
+    Status queued = Guard(what, [&] {
+      if (captured) {
+        work_.Defer(PostgresWork::Deferred(write), sql, JsonText(buffer), projection.name,
+                    projection.collection, work_.change_source());
+      } else {
+        work_.Defer(PostgresWork::Deferred(write), sql, JsonText(buffer), projection.name);
+      }
+    });
+    DENORMD_RETURN_IF_ERROR(queued);
+  }
+  return Status::Ok();
 }
 
 Status PostgresDocumentTables::Delete(const ProjectionConfig& projection,

@@ -13,6 +13,7 @@
 #ifndef DENORMD_CONNECTORS_POSTGRES_DOCUMENT_TABLES_H_
 #define DENORMD_CONNECTORS_POSTGRES_DOCUMENT_TABLES_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -33,6 +34,11 @@ class PostgresDocumentTables : public DocumentTables {
  public:
   explicit PostgresDocumentTables(PostgresWork& work) : work_(work) {}
 
+  // Rows go in statements of about this many bytes of JSON each (one row
+  // more than that goes alone).
+  static constexpr size_t kUpsertJsonBytes = 1 << 20;
+
+  // In statements of kUpsertJsonBytes each, deferred.
   Status Upsert(const ProjectionConfig& projection, const std::vector<DocumentRow>& rows,
                 uint64_t* written) override;
   Status Delete(const ProjectionConfig& projection, const std::vector<std::string>& ids,

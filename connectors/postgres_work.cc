@@ -116,10 +116,20 @@ Status PostgresWork::Commit() {
   return Status::Ok();
 }
 
+void PostgresWork::Queue(Deferred deferred) {
+  pending_bytes_ += deferred.sql.size();
+  pending_.push_back(std::move(deferred));
+  if (pending_bytes_ < kSendQueuedAtBytes || !broken_.ok()) return;
+  const std::string what = pending_.back().what;
+  Status sent = Guard(what, [&] { Flush(nullptr); });
+  if (!sent.ok()) broken_ = sent;
+}
+
 pqxx::result PostgresWork::Flush(const std::string* read) {
   if (!broken_.ok()) throw StatusError(broken_);  // a statement could not be queued
   std::vector<Deferred> sent;
   sent.swap(pending_);
+  pending_bytes_ = 0;
   if (sent.empty() && read == nullptr) return pqxx::result();
   const bool commit = !sent.empty() && sent.back().sql == "commit";
   Sent(sent.size() + (read != nullptr ? 1 : 0));

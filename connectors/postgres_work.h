@@ -158,11 +158,20 @@ class PostgresWork {
       broken_ = FromPostgresException(e, deferred.what);
       return;
     }
-    pending_.push_back(std::move(deferred));
+    Queue(std::move(deferred));
   }
 
   // Queues `deferred` with its plain SQL as it is (not prepared).
-  void DeferSql(Deferred deferred) { pending_.push_back(std::move(deferred)); }
+  void DeferSql(Deferred deferred) { Queue(std::move(deferred)); }
+
+  // The queued statements' text is sent, with no read, once it reaches this
+  // many bytes: one round trip more for a batch that large, and what the
+  // round trip holds at once (the statements, libpqxx's pipeline joining
+  // them, libpq's output buffer, which never shrinks) stays this size
+  // rather than the batch's (a batch of 5,000 comments at the full size
+  // sent 21 MB of bucket documents in one round trip; docs/benchmarks.md,
+  // "Memory: one round trip's text").
+  static constexpr size_t kSendQueuedAtBytes = 4 << 20;
 
   // Runs one statement, prepared once per connection (parsed once; see
   // PreparedStatements), with the deferred statements before it, and
@@ -255,6 +264,12 @@ class PostgresWork {
     }
   }
 
+  // Appends `deferred` to the queue, and sends the queue when its text
+  // reached kSendQueuedAtBytes. A failure of that send (a statement refused
+  // by its check, the connection lost) is kept like a statement that could
+  // not be queued: it becomes the transaction's at its next read or commit.
+  void Queue(Deferred deferred);
+
   // Sends the deferred statements and then `read` (when not null) in one
   // round trip and checks the deferred results in order. Throws a
   // StatusError for the first deferred statement that failed or was
@@ -276,6 +291,7 @@ class PostgresWork {
   uint64_t round_trips_ = 0;
   uint64_t statements_ = 0;
   std::vector<Deferred> pending_;
+  size_t pending_bytes_ = 0;  // the text of pending_
   bool begun_ = false;  // BEGIN was sent
   bool ended_ = false;  // COMMIT succeeded
 };

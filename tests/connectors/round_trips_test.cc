@@ -271,5 +271,87 @@ TEST(RoundTrips, AReadAheadAnswersUntilWhatItReadIsWritten) {
   EXPECT_NE(std::string::npos, stored[0].json.find("ahead")) << stored[0].json;
 }
 
+// `count` new books b<first>.. of author a1, each named with `name_bytes`
+// bytes, as one log, and what replaying it in one batch took.
+ReplayReport AddBooks(testing::ArticleOnPostgres& article, int first, int count,
+                      size_t name_bytes, const std::string& also = "") {
+  std::string text;
+  for (int i = first; i < first + count; ++i) {
+    const std::string id = "b" + std::to_string(i);
+    text += R"({"type": "book", "id": ")" + id + R"(", "op": "upsert", "version": 1,)" +
+            R"( "data": {"name": ")" + id + std::string(name_bytes, 'n') +
+            R"(", "authorIds": ["a1"]}})" + "\n";
+  }
+  text += also;
+  ReplayOptions options;
+  options.batch_size = 1000;
+  ReplayReport report;
+  Status status = ReplayLog(article.decoder, article.applier, &article.store,
+                            testing::WriteTempFile("books_" + std::to_string(first) + ".jsonl", text),
+                            options, &report);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  return report;
+}
+
+// A batch rewriting megabytes of documents sends them in statements of
+// about PostgresDocumentTables::kUpsertJsonBytes, and sends what it queued
+// each time the text reaches PostgresWork::kSendQueuedAtBytes: what the
+// client holds for one round trip stays that size, not the batch's (a
+// batch of 5,000 comments at the benchmark's full size held 21 MB of
+// bucket documents three times over). The same 24 books named in 24 bytes
+// and then in 256 KiB each (6 MiB of books and 6 of catalog documents) show
+// the statements and round trips that adds; the documents are then checked
+// by verify.
+TEST(RoundTrips, ABatchOfMegabytesOfDocumentsGoesInBoundedStatementsAndSends) {
+  testing::ArticleOnPostgres article;
+  ASSERT_NO_FATAL_FAILURE(LoadArticle(article));
+  const ReplayReport small = AddBooks(article, 1000, 24, 24);
+  const ReplayReport large = AddBooks(article, 2000, 24, 256 << 10);
+  ASSERT_EQ(1u, small.batches);
+  ASSERT_EQ(1u, large.batches);
+  std::cout << "small: " << small.stats.round_trips << " round trips, " << small.stats.statements
+            << " statements; large: " << large.stats.round_trips << " round trips, "
+            << large.stats.statements << " statements\n";
+  // 12 MiB of documents: 5 statements or more in each collection instead
+  // of one, and 2 sends or more before the batch's reads asked for one.
+  EXPECT_GE(large.stats.statements, small.stats.statements + 8);
+  EXPECT_GE(large.stats.round_trips, small.stats.round_trips + 2);
+  EXPECT_LE(large.stats.round_trips, small.stats.round_trips + 6);
+  const std::string& schema = article.config.store.schema;
+  EXPECT_EQ(std::vector<std::string>({"24\t" + std::to_string(24 * ((256 << 10) + 5))}),
+            testing::Sql("select count(*), sum(length(doc->>'name')) from " + schema +
+                         ".books where id like 'b2%' and length(id) = 5"));
+  std::vector<std::string> differences;
+  ASSERT_TRUE(Verify(article.plan, &article.store, MaintenanceOptions(), &differences).ok());
+  EXPECT_TRUE(differences.empty()) << differences.front();
+}
+
+// A statement refused by its check (a catalog key another projection's
+// document holds) in a batch that sent part of its text early still
+// refuses the whole transaction: the batch is split until the review
+// responsible is alone, it becomes a dead letter, and every book commits.
+TEST(RoundTrips, ARefusalInATextSentEarlyRefusesTheWholeBatch) {
+  testing::ArticleOnPostgres article;
+  ASSERT_NO_FATAL_FAILURE(LoadArticle(article));
+  const ReplayReport report =
+      AddBooks(article, 3000, 24, 256 << 10,
+               R"({"type": "review", "id": "b3012", "op": "upsert", "version": 1,)"
+               R"( "data": {"bookId": "b3012", "stars": 1}})"
+               "\n");
+  EXPECT_EQ(1u, report.stats.dead_letters);
+  EXPECT_EQ(24u, report.stats.applied);
+  const std::string& schema = article.config.store.schema;
+  EXPECT_EQ(std::vector<std::string>({"24"}),
+            testing::Sql("select count(*) from " + schema + ".catalog where doc->>'type' = 'book'"
+                         " and id like 'b3%' and length(id) = 5"));
+  const std::vector<std::string> letters =
+      testing::Sql("select reason from " + schema + ".dead_letters where source like '%books_3000%'");
+  ASSERT_EQ(1u, letters.size());
+  EXPECT_NE(std::string::npos, letters[0].find("has the key of document b3012")) << letters[0];
+  std::vector<std::string> differences;
+  ASSERT_TRUE(Verify(article.plan, &article.store, MaintenanceOptions(), &differences).ok());
+  EXPECT_TRUE(differences.empty()) << differences.front();
+}
+
 }  // namespace
 }  // namespace denormd
