@@ -134,7 +134,7 @@ Status PostgresDocumentTables::Upsert(const ProjectionConfig& projection,
       nullptr, /*may_refuse=*/shared};
   // In statements of about kUpsertJsonBytes of rows each (a row is never
   // split): what a statement's text costs the client, three copies of it on
-  // the way (the JSON, its literal, the statement), stays that size
+  // the way (the JSON, its copy by JsonText, the literal), stays that size
   // whatever the batch rewrites. The rows are unique by key, so no two
   // statements write one row; a refusal of any refuses the transaction.
   size_t next = 0;

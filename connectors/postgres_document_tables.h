@@ -34,8 +34,8 @@ class PostgresDocumentTables : public DocumentTables {
  public:
   explicit PostgresDocumentTables(PostgresWork& work) : work_(work) {}
 
-  // Rows go in statements of about this many bytes of JSON each (one row
-  // more than that goes alone).
+  // Rows go in statements of about this many bytes of JSON each: a
+  // statement ends after the row that reaches it, so a larger row goes alone.
   static constexpr size_t kUpsertJsonBytes = 1 << 20;
 
   // In statements of kUpsertJsonBytes each, deferred.
